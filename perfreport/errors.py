@@ -1,0 +1,33 @@
+"""Error types: every user mistake becomes one of these, printed without a traceback, exit code non-zero."""
+
+from __future__ import annotations
+
+import click
+
+
+class PerfReportError(click.ClickException):
+    """Base error: message says what, where, expected vs got, and how to fix it."""
+
+    exit_code = 2
+
+
+class InputError(PerfReportError):
+    """An input file (capture, CSV, report, config) cannot be used as given."""
+
+
+class ConfigError(PerfReportError):
+    """A campaign config or ceilings file is invalid; the message lists every problem with its path."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+
+
+class EmptyCaptureError(InputError):
+    """A capture that profiled no kernel (e.g. `--kernel-name` matched nothing)."""
+
+
+class IdError(PerfReportError):
+    """A campaign, cell or bundle id that cannot safely become a path."""
