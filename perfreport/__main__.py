@@ -1,0 +1,3 @@
+from perfreport.cli import main
+
+main()

@@ -1,0 +1,122 @@
+"""Thin click layer: each verb parses options, calls ONE library function, prints a summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from perfreport import __version__
+
+
+class AliasedGroup(click.Group):
+    """Accept dashed spellings of underscore verbs (``import-ncu`` for ``import_ncu``)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or super().get_command(ctx, cmd_name.replace("-", "_"))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        _, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd else None), cmd, rest
+
+
+@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perftunereport")
+def cli() -> None:
+    """perftunereport: per-kernel GPU hardware-counter evidence, from ncu capture to a data lake.
+
+    \b
+    Example:
+      perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
+          --cell-id prefill-t8192 --bundle capture.ncu-rep
+    """
+
+
+@cli.command(name="import_ncu")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder holding config.yaml. Example: campaigns/h200-decoder-layer")
+@click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: prefill-t8192")
+@click.option("--bundle", "bundle_path", required=True, type=click.Path(path_type=Path),
+              help="A .ncu-rep (or .ncu-rep.gz), an ncu CSV (--page raw or --page details), or an "
+                   "evidence-bundle folder with ncu-profiles/. Example: --bundle gemm_full.ncu-rep")
+@click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written ncu_kernels.json path and summary as JSON.")
+def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool) -> None:
+    """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
+
+    \b
+    Example:
+      perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
+          --cell-id decode-b16 --bundle tests/data/h200_oracle/oracle_full.ncu-rep.gz
+    """
+    from perfreport.importer import import_ncu
+    from perfreport.summary import print_import_summary
+
+    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict)
+    print_import_summary(result, as_json=as_json)
+
+
+@cli.group()
+def campaign() -> None:
+    """Campaign folders: config.yaml with the measurement context and cells."""
+
+
+@campaign.command(name="init")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--id", "campaign_id", default=None, help="Campaign id (default: the folder name).")
+@click.option("--hardware", default="h200_sm90", show_default=True,
+              help="Ceiling token from sol-ceilings.yaml. Example: h100_sm90")
+def campaign_init_cmd(directory: Path, campaign_id: str | None, hardware: str) -> None:
+    """Scaffold DIRECTORY/config.yaml. Example: perftunereport campaign init campaigns/my-run"""
+    from perfreport.campaign import campaign_init
+
+    path = campaign_init(directory, campaign_id=campaign_id, hardware=hardware)
+    click.echo(f"wrote {path}")
+
+
+@campaign.command(name="validate")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--strict", is_flag=True, help="Unknown keys become errors.")
+def campaign_validate_cmd(directory: Path, strict: bool) -> None:
+    """Validate DIRECTORY/config.yaml as a whole file. Example: perftunereport campaign validate campaigns/x"""
+    from perfreport.campaign import load_campaign
+
+    cfg = load_campaign(directory, strict=strict)
+    click.echo(f"{directory}/config.yaml: ok ({len(cfg.cells)} cells, hardware {cfg.hardware})")
+
+
+@cli.group()
+def bundle() -> None:
+    """Evidence bundles under experiments/artifacts/inference-perf-bench/<id>/."""
+
+
+@bundle.command(name="init")
+@click.option("--id", "bundle_id", required=True, help="Bundle id. Example: 2026-12-02-h200-llama8b-decode")
+@click.option("--root", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Folder under which experiments/artifacts/inference-perf-bench/ is created.")
+def bundle_init_cmd(bundle_id: str, root: Path) -> None:
+    """Scaffold an evidence bundle. Example: perftunereport bundle init --id h200-decode-bs16"""
+    from perfreport.bundle import bundle_init
+
+    path = bundle_init(root, bundle_id)
+    click.echo(f"created {path}")
+
+
+@cli.command(name="demo")
+@click.option("--campaign", "campaign_dir", type=click.Path(path_type=Path),
+              default=Path("campaigns/h200-decoder-layer"), show_default=True,
+              help="Campaign whose cells list their captures under `captures:`.")
+def demo_cmd(campaign_dir: Path) -> None:
+    """Import every capture of the example campaign and print the kernel summary (the README's `make demo`)."""
+    from perfreport.importer import import_campaign
+    from perfreport.summary import print_import_summary
+
+    for result in import_campaign(campaign_dir):
+        print_import_summary(result, as_json=False)
+
+
+def main() -> None:
+    """Entry point for `python -m perfreport`."""
+    cli()
