@@ -32,8 +32,8 @@ class KernelLaunch:
     units: dict[str, str] = field(default_factory=dict)  # base unit per metric key ("" unitless)
     text: dict[str, str] = field(default_factory=dict)  # string-valued metrics
     rules: list[dict[str, str]] = field(default_factory=list)
-    # metric key -> number of decimals printed in the source (None: full precision, e.g. .ncu-rep)
-    precision: dict[str, int] = field(default_factory=dict)
+    # metric key -> absolute tolerance in base units implied by the printed digits (absent: full precision)
+    precision: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,0 +1,242 @@
+"""Derived per-kernel metrics: FLOPs, bytes, arithmetic intensity, %SoL, occupancy limiter, stalls, verdict.
+
+Honesty rules (docs/metrics.md): a quantity whose counters were not captured is None, never 0 and never
+estimated; AI is None with ai_measured False unless both FLOP and DRAM-byte counters were captured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from perfreport.ceilings import CeilingRef, Ceilings, classify_family
+from perfreport.ncu.catalog import Catalog, load_catalog
+from perfreport.ncu.model import KernelLaunch
+
+# Verdict thresholds (% of the per-kernel peak ncu reports for the unit).
+BOUND_HIGH_PCT = 60.0
+LATENCY_LOW_PCT = 40.0
+TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
+FLOAT_TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp8_sparse", "fp64")
+
+
+@dataclass(frozen=True)
+class DeriveContext:
+    """What derivation needs besides the counters: the ceilings file and the hardware token."""
+
+    ceilings: Ceilings
+    hardware: str
+
+
+def _get(launch: KernelLaunch, metric: str) -> float | None:
+    v = launch.metrics.get(metric)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def _plain_count(launch: KernelLaunch, rate_metric: str, cycles: float | None) -> float | None:
+    """Instruction count from a `.sum.per_cycle_elapsed` rate x elapsed cycles, or a captured plain `.sum`."""
+    rate = _get(launch, rate_metric)
+    if rate is not None and cycles is not None:
+        return rate * cycles
+    if rate_metric.endswith(".per_cycle_elapsed"):
+        return _get(launch, rate_metric[: -len(".per_cycle_elapsed")])
+    return None
+
+
+def flops(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float | None] | None, dict[str, float]]:
+    """Return ({tensor, fp64, fp32, fp16, total} or None, tensor ops by dtype)."""
+    by_dtype = {d: v for d, m in cat.tensor_flops.items() if (v := _get(launch, m)) is not None}
+    tensor = sum(v for d, v in by_dtype.items() if d in FLOAT_TENSOR_DTYPES) if by_dtype else None
+    cycles = _get(launch, cat.scalars["smsp_cycles_elapsed"])
+    core: dict[str, float | None] = {}
+    for kind, terms in cat.cuda_core_flops.items():
+        counts = [_plain_count(launch, t.metric, cycles) for t in terms]
+        core[kind] = None if any(c is None for c in counts) else sum(
+            t.weight * c for t, c in zip(terms, counts, strict=True) if c is not None
+        )
+    if tensor is None and all(v is None for v in core.values()):
+        return None, by_dtype
+    parts = [tensor, core["fp64"], core["fp32"], core["fp16"]]
+    total = None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+    return {"tensor": tensor, "fp64": core["fp64"], "fp32": core["fp32"], "fp16": core["fp16"],
+            "total": total}, by_dtype
+
+
+def dram_bytes(launch: KernelLaunch, cat: Catalog, seconds: float | None) -> tuple[float | None, str | None]:
+    """DRAM bytes read+write (full set) or rate x duration (roofline set); None when neither was captured."""
+    rd = _get(launch, cat.scalars["dram_bytes_read"])
+    wr = _get(launch, cat.scalars["dram_bytes_write"])
+    if rd is not None and wr is not None:
+        return rd + wr, "dram__bytes_read.sum + dram__bytes_write.sum"
+    rate = _get(launch, cat.scalars["dram_bytes_per_second"])
+    if rate is not None and seconds is not None:
+        return rate * seconds, "dram__bytes.sum.per_second * gpu__time_duration.sum"
+    return None, None
+
+
+def _rate_bytes(launch: KernelLaunch, metric: str, seconds: float | None) -> float | None:
+    rate = _get(launch, metric)
+    return None if rate is None or seconds is None else rate * seconds
+
+
+def _block_limit(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float], str | None]:
+    limits = {k: v for k, m in cat.block_limits.items() if (v := _get(launch, m)) is not None}
+    if not limits:
+        return limits, None
+    low = min(limits.values())
+    return limits, "+".join(sorted(k for k, v in limits.items() if v == low))
+
+
+def _stalls(launch: KernelLaunch, cat: Catalog) -> dict[str, float] | None:
+    ratios = {r: v for r, m in cat.warp_stalls.items() if (v := _get(launch, m)) is not None}
+    total = sum(ratios.values())
+    if not ratios or total <= 0:
+        return None
+    return {r: 100.0 * v / total for r, v in sorted(ratios.items())}
+
+
+def _divergence(launch: KernelLaunch, cat: Catalog) -> float | None:
+    eff = _get(launch, cat.scalars["branch_efficiency_pct"])
+    divergent = _get(launch, cat.scalars["divergent_branches_avg"])
+    if divergent == 0.0:
+        return 0.0  # ncu prints 0% efficiency for kernels with no divergent branch targets at all
+    return None if eff is None else 100.0 - eff
+
+
+def _tensor_dtype(by_dtype: dict[str, float]) -> str | None:
+    busy = {d: v for d, v in by_dtype.items() if v > 0}
+    if not busy:
+        return None
+    d = max(sorted(busy), key=lambda k: busy[k])
+    return "fp8" if d == "fp8_sparse" else d
+
+
+def _ncu_peaks(launch: KernelLaunch, cat: Catalog, dtype: str | None) -> dict[str, Any]:
+    """Per-kernel peaks as ncu computes them: per-cycle peak x the clock measured during this kernel."""
+    sm_hz = _get(launch, cat.scalars["sm_hz"])
+    out: dict[str, Any] = {"compute_path": None, "compute_tflops": None, "dram_tbps": None}
+    if dtype is not None and dtype in cat.tensor_peak_per_cycle:
+        per_cycle = _get(launch, cat.tensor_peak_per_cycle[dtype])
+        out["compute_path"] = cat.tensor_peak_per_cycle[dtype]
+    else:
+        ffma = _get(launch, cat.cuda_core_peak_per_cycle["fp32"])
+        per_cycle = None if ffma is None else 2 * ffma
+        out["compute_path"] = "2 * " + cat.cuda_core_peak_per_cycle["fp32"]
+    if per_cycle is not None and sm_hz is not None:
+        out["compute_tflops"] = per_cycle * sm_hz / 1e12
+    bpc = _get(launch, cat.scalars["dram_bytes_peak_per_cycle"])
+    dram_hz = _get(launch, cat.scalars["dram_hz"])
+    if bpc is not None and dram_hz is not None:
+        out["dram_tbps"] = bpc * dram_hz / 1e12
+    return out
+
+
+def _pct(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else 100.0 * a / b
+
+
+def verdict(row: dict[str, Any]) -> tuple[str, str]:
+    """Bound verdict from % of peak compute / memory and the roofline ridge; never from SM-busy % alone."""
+    comp = row.get("compute_pct_of_peak")
+    mem = row.get("dram_pct_of_peak")
+    if mem is None:
+        mem = row.get("dram_throughput_pct")
+    sm = row.get("sm_throughput_pct")
+    if comp is None:
+        if mem is not None and mem >= BOUND_HIGH_PCT:
+            return "memory", f"DRAM at {mem:.0f}% of peak; FLOP counters not captured"
+        if mem is not None and sm is not None and max(mem, sm) < LATENCY_LOW_PCT:
+            return "latency", f"DRAM {mem:.0f}% and SM throughput {sm:.0f}% both under {LATENCY_LOW_PCT:.0f}%"
+        return "unknown", "no FLOP counters (basic set): compute utilization cannot be measured"
+    mem_v = mem if mem is not None else 0.0
+    if comp >= BOUND_HIGH_PCT and mem_v >= BOUND_HIGH_PCT:
+        return "mixed", f"compute {comp:.0f}% and DRAM {mem_v:.0f}% of peak"
+    if max(comp, mem_v, sm or 0.0) < LATENCY_LOW_PCT:
+        return "latency", f"compute {comp:.0f}%, DRAM {mem_v:.0f}%, SM {sm or 0:.0f}% all under " \
+                          f"{LATENCY_LOW_PCT:.0f}%"
+    ai, ridge = row.get("arithmetic_intensity"), row.get("ridge_ai")
+    if ai is not None and ridge:
+        side = "memory" if ai < ridge else "compute"
+        return side, f"AI {ai:.3g} {'<' if ai < ridge else '>='} ridge {ridge:.3g} FLOP/B; " \
+                     f"compute {comp:.0f}%, DRAM {mem_v:.0f}% of peak"
+    if mem is None:
+        return "unknown", "no DRAM byte counters"
+    return ("compute" if comp >= mem_v else "memory"), f"compute {comp:.0f}%, DRAM {mem_v:.0f}% of peak"
+
+
+def derive_launch(launch: KernelLaunch, ctx: DeriveContext) -> dict[str, Any]:
+    """All derived fields of one launch (None where the counters were not captured)."""
+    cat = load_catalog()
+    s = cat.scalars
+    dur = _get(launch, s["duration_ns"])
+    sec = None if dur is None else dur * 1e-9
+    fl, by_dtype = flops(launch, cat)
+    dram, dram_method = dram_bytes(launch, cat, sec)
+    total = None if fl is None else fl["total"]
+    ai = total / dram if total is not None and dram else None
+    l2 = _rate_bytes(launch, s["l2_bytes_per_second"], sec)
+    l1 = _rate_bytes(launch, s["l1_bytes_per_second"], sec)
+    tflops = total / sec / 1e12 if total is not None and sec else None
+    tbps = dram / sec / 1e12 if dram is not None and sec else None
+    family = classify_family(launch.name, ctx.ceilings)
+    dtype = _tensor_dtype(by_dtype)
+    ref = ctx.ceilings.ceiling_for(ctx.hardware, family, dtype if family in TENSOR_FAMILIES else None)
+    peaks = _ncu_peaks(launch, cat, dtype)
+    limits, limiter = _block_limit(launch, cat)
+    smem_parts = [_get(launch, s["smem_static_per_block_bytes"]), _get(launch, s["smem_dynamic_per_block_bytes"])]
+    comp_achieved = (by_dtype.get(dtype, 0.0) / sec / 1e12) if dtype and sec else tflops
+    row: dict[str, Any] = {
+        "launch_id": launch.launch_id,
+        "duration_ns": dur,
+        "flops": fl,
+        "tensor_ops_by_dtype": by_dtype or None,
+        "tensor_dtype": dtype,
+        "dram_bytes": dram,
+        "dram_bytes_method": dram_method,
+        "l2_bytes": l2,
+        "l1_bytes": l1,
+        "arithmetic_intensity": ai,
+        "ai_l2": total / l2 if total is not None and l2 else None,
+        "ai_l1": total / l1 if total is not None and l1 else None,
+        "ai_measured": ai is not None,
+        "achieved_tflops": tflops,
+        "achieved_dram_tbps": tbps,
+        "family": family,
+        "sm_hz": _get(launch, s["sm_hz"]),
+        "ncu_peaks": peaks,
+        "compute_pct_of_peak": _pct(comp_achieved, peaks["compute_tflops"]),
+        "dram_pct_of_peak": _pct(tbps, peaks["dram_tbps"]),
+        "ridge_ai": (peaks["compute_tflops"] / peaks["dram_tbps"])
+        if peaks["compute_tflops"] and peaks["dram_tbps"] else None,
+        "sm_throughput_pct": _get(launch, s["sm_throughput_pct"]),
+        "memory_throughput_pct": _get(launch, s["memory_throughput_pct"]),
+        "dram_throughput_pct": _get(launch, s["dram_throughput_pct"]),
+        "achieved_occupancy_pct": _get(launch, s["achieved_occupancy_pct"]),
+        "theoretical_occupancy_pct": _get(launch, s["theoretical_occupancy_pct"]),
+        "achieved_active_warps_per_sm": _get(launch, s["achieved_active_warps_per_sm"]),
+        "regs_per_thread": _get(launch, s["regs_per_thread"]),
+        "smem_per_block_bytes": None if any(p is None for p in smem_parts) else sum(
+            p for p in smem_parts if p is not None),
+        "block_limits": limits or None,
+        "block_limit_factor": limiter,
+        "warp_stalls_pct": _stalls(launch, cat),
+        "branch_efficiency_pct": _get(launch, s["branch_efficiency_pct"]),
+        "branch_divergence_pct": _divergence(launch, cat),
+    }
+    row.update(_sol(ref, tflops, tbps))
+    row["bound"], row["bound_reason"] = verdict(row)
+    return row
+
+
+def _sol(ref: CeilingRef | None, tflops: float | None, tbps: float | None) -> dict[str, Any]:
+    """%SoL against the family ceiling from sol-ceilings.yaml, with its key path."""
+    if ref is None:
+        return {"sol_pct": None, "sol_ceiling_key": None}
+    if ref.kind == "compute":
+        return {"sol_pct": _pct(tflops, ref.value), "sol_ceiling_key": ref.key}
+    if ref.kind == "memory":
+        return {"sol_pct": _pct(tbps, ref.value), "sol_ceiling_key": ref.key}
+    return {"sol_pct": None, "sol_ceiling_key": ref.key}  # interconnect bytes are not ncu counters here

@@ -1,0 +1,137 @@
+"""import_ncu: captures of one cell -> campaigns/<c>/cells/<id>/ncu_kernels.json (+ bundle kernel_internals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfreport.aggregate import summarize_capture
+from perfreport.bundle import fill_kernel_internals, find_profiles, is_bundle
+from perfreport.campaign import Campaign, load_campaign
+from perfreport.ceilings import load_ceilings
+from perfreport.cells import FILE_NAME, merge_sources, read_cell, write_cell
+from perfreport.derive import DeriveContext
+from perfreport.errors import PerfReportError
+from perfreport.ids import check_id
+from perfreport.ncu.model import Capture
+from perfreport.ncu.read import read_export
+
+
+@dataclass
+class ImportResult:
+    """What one import wrote, for the CLI summary."""
+
+    path: Path
+    campaign: str
+    cell_id: str
+    hardware: str
+    sources: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]  # the kernels of the sources imported now
+    warnings: list[str] = field(default_factory=list)
+
+
+def _source_record(capture: Capture, source_id: str, n_kernels: int) -> dict[str, Any]:
+    return {
+        "id": source_id,
+        "file": source_id,
+        "format": capture.source_format,
+        "sha256": capture.sha256,
+        "ncu_version": capture.ncu_version,
+        "gpu": capture.gpu,
+        "section_set": capture.section_set,
+        "command_line": capture.command_line,
+        "sections": capture.sections,
+        "kernels": n_kernels,
+        "launches": len(capture.launches),
+        "warnings": list(capture.warnings),
+    }
+
+
+def _inputs(bundle_path: Path) -> list[Path]:
+    if bundle_path.is_dir():
+        if not is_bundle(bundle_path):
+            raise PerfReportError(
+                f"bundle '{bundle_path}': a folder without ncu-profiles/. Expected an evidence bundle "
+                f"(`perftunereport bundle init --id ID`) or a single .ncu-rep / CSV file."
+            )
+        return find_profiles(bundle_path)
+    return [bundle_path]
+
+
+def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: str | None) -> list[str]:
+    missing = [k["function"] for k in kernels if not k["ai_measured"]]
+    if not missing:
+        return []
+    return [
+        f"capture '{path.name}': {len(missing)} kernel(s) without FLOP or DRAM byte counters "
+        f"(section set {section_set or 'unknown'}); arithmetic intensity left null. Re-capture with "
+        f"--set full or --set roofline to place them on the roofline."
+    ]
+
+
+def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False) -> ImportResult:
+    """Read every capture, derive, then write the cell file once (nothing is written if any input fails)."""
+    check_id("cell", cell_id)
+    campaign = load_campaign(campaign_dir, strict=strict)
+    cell = campaign.cell(cell_id)
+    ceilings = load_ceilings(campaign.ceilings_override)
+    if not ceilings.has_hardware(campaign.hardware):
+        raise PerfReportError(
+            f"{campaign_dir}/config.yaml: hardware {campaign.hardware!r} is not in sol-ceilings.yaml; "
+            f"expected one of {', '.join(ceilings.hardware_keys())}. Fix `hardware:` or add it via "
+            f"`ceilings_override:`."
+        )
+    ctx = DeriveContext(ceilings=ceilings, hardware=campaign.hardware)
+    warnings = list(campaign.warnings)
+    sources: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+    for path in _inputs(bundle_path):
+        capture = read_export(path)
+        entries = summarize_capture(capture, ctx, path.name)
+        sources.append(_source_record(capture, path.name, len(entries)))
+        kernels.extend(entries)
+        warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)
+        warnings.extend(_unmeasured_warning(path, entries, capture.section_set))
+    if strict and warnings:
+        raise PerfReportError("--strict: import refused because of warnings:\n" +
+                              "\n".join(f"  - {w}" for w in warnings))
+    out = cell.cell_dir(campaign) / FILE_NAME
+    header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": campaign.hardware,
+              "ceilings_sources": [Path(s).name for s in ceilings.sources]}
+    data = merge_sources(read_cell(out), header, sources, kernels)
+    write_cell(out, data)
+    if bundle_path.is_dir():
+        fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], None, _method(sources))
+    return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)
+
+
+def _method(sources: list[dict[str, Any]]) -> str:
+    parts = [f"{s['file']} ({s['format']}, set {s['section_set'] or 'unknown'}, ncu {s['ncu_version'] or '?'})"
+             for s in sources]
+    return "Nsight Compute: " + "; ".join(parts)
+
+
+def _internals(k: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": k["name"],
+        "function": k["function"],
+        "launches": k["launches"],
+        "achieved_occupancy_pct": k["achieved_occupancy_pct"],
+        "theoretical_occupancy_pct": k["theoretical_occupancy_pct"],
+        "dram_throughput_pct_peak": k["dram_throughput_pct"],
+        "sm_throughput_pct_peak": k["sm_throughput_pct"],
+        "regs_per_thread": k["regs_per_thread"],
+        "smem_per_block_bytes": k["smem_per_block_bytes"],
+        "block_limit_factor": k["block_limit_factor"],
+    }
+
+
+def import_campaign(campaign_dir: Path, strict: bool = False) -> list[ImportResult]:
+    """Import the `captures:` of every cell of a campaign (what `make demo` runs)."""
+    campaign: Campaign = load_campaign(campaign_dir, strict=strict)
+    results = []
+    for cell in campaign.cells:
+        for capture in cell.capture_paths(campaign):
+            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict))
+    return results

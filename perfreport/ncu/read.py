@@ -1,0 +1,39 @@
+"""Pick the reader for an export by its name and first bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfreport.errors import InputError
+from perfreport.ncu.model import Capture
+
+REP_SUFFIXES = (".ncu-rep", ".ncu-rep.gz", ".ncu-repz")
+CSV_SUFFIXES = (".csv", ".log", ".txt")
+
+
+def read_export(path: Path) -> Capture:
+    """Read a .ncu-rep[.gz] through ncu_report, or an ncu CSV (raw or details page, or a profiling log)."""
+    if not path.exists():
+        raise InputError(f"capture '{path}': no such file. Pass a .ncu-rep, an ncu CSV export, or a bundle folder.")
+    if path.is_dir():
+        raise InputError(f"capture '{path}': is a folder without ncu-profiles/; expected a file or a bundle.")
+    name = path.name.lower()
+    if name.endswith(REP_SUFFIXES):
+        from perfreport.ncu.rep import read_rep
+
+        return read_rep(path)
+    if name.endswith(CSV_SUFFIXES):
+        from perfreport.ncu.csv_read import read_csv_export
+
+        return read_csv_export(path)
+    with path.open("rb") as fh:
+        head = fh.read(4)
+    if head == b"NVR\x00":
+        from perfreport.ncu.rep import read_rep
+
+        return read_rep(path)
+    raise InputError(
+        f"capture '{path}': unknown file type (expected a name ending in "
+        f"{', '.join(REP_SUFFIXES + CSV_SUFFIXES)}). Export with `ncu -o NAME` or "
+        f"`ncu --import NAME.ncu-rep --csv --page raw > NAME-raw.csv`."
+    )
