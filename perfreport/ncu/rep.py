@@ -20,7 +20,7 @@ from perfreport.ncu.sets import infer_section_set
 
 MAGIC = b"NVR\x00"
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?) \(build \d+\)")
-_CMDLINE_RE = re.compile(rb"/ncu ([ -~]{1,2000}?)\"")
+_CMDLINE_RE = re.compile(rb"/[!-~]*/ncu ")
 
 
 def _sha256(path: Path) -> str:
@@ -50,19 +50,41 @@ def _plain_report(path: Path) -> Iterator[Path]:
         yield out
 
 
+def _varint_string(data: bytes, start: int) -> str | None:
+    """Decode the protobuf string at `start` from the length varint just before it (1 or 2 bytes)."""
+    candidates = []
+    if start >= 2 and data[start - 2] & 0x80 and not data[start - 1] & 0x80:
+        candidates.append((data[start - 2] & 0x7F) | (data[start - 1] << 7))
+    if start >= 1 and not data[start - 1] & 0x80:
+        candidates.append(data[start - 1])
+    for length in candidates:
+        text = data[start : start + length]
+        if len(text) == length and all(32 <= c < 127 for c in text):
+            return text.decode()
+    return None
+
+
 def _session_facts(path: Path) -> tuple[str | None, str | None]:
-    """ncu version and command line, stored as strings in the report's trailing session record."""
+    """ncu version and command line, stored as strings in the report's session record."""
+    version = cmdline = None
+    chunk, overlap, offset = 8 << 20, 4096, 0
     with path.open("rb") as fh:
-        fh.seek(0, 2)
-        size = fh.tell()
-        fh.seek(max(0, size - 256 * 1024))
-        tail = fh.read()
-    ver = _VERSION_RE.search(tail)
-    cmd = _CMDLINE_RE.search(tail)
-    return (
-        ver.group(1).decode() if ver else None,
-        ("ncu " + cmd.group(1).decode(errors="replace").strip()) if cmd else None,
-    )
+        while version is None or cmdline is None:
+            fh.seek(max(0, offset - overlap))
+            data = fh.read(chunk + overlap)
+            if not data:
+                break
+            if version is None and (v := _VERSION_RE.search(data)):
+                version = v.group(1).decode()
+            if cmdline is None and (c := _CMDLINE_RE.search(data)):
+                full = _varint_string(data, c.start())
+                if full is not None:
+                    exe, _, args = full.partition("/ncu ")
+                    cmdline = "ncu " + args.strip()
+            offset += chunk
+            if len(data) < chunk:
+                break
+    return version, cmdline
 
 
 def _function_name(demangled: str) -> str:
