@@ -181,6 +181,11 @@ def read_rep(path: Path) -> Capture:
             rng = ctx.range_by_idx(r)
             for i in range(rng.num_actions()):
                 act = rng.action_by_idx(i)
+                if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
+                    raise InputError(
+                        f"report '{path}': kernel #{len(launches)} has no name: the file is truncated or damaged "
+                        f"({plain_size(path)} bytes). Copy the report again after ncu prints '==PROF== Report:'."
+                    )
                 launches.append(_launch(act, len(launches), needed))
                 sections.update(s.identifier() for s in act.sections())
     if not launches:

@@ -1,0 +1,192 @@
+"""End-to-end `perftunereport import_ncu` on real captures: outputs, bundles, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from perfreport.cells import load_schema
+from perfreport.cli import cli
+
+TESTS = Path(__file__).parent
+ORACLE = TESTS / "data" / "h200_oracle"
+SHARED = TESTS / "data" / "h200_shared"
+PREFILL = TESTS.parent / "campaigns" / "h200-decoder-layer" / "captures" / "prefill"
+CONFIG = """schema_version: 1
+campaign: t-campaign
+hardware: h200_sm90
+sol_rigor: L2
+cells:
+  - id: c1
+    description: test cell
+"""
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path) -> Path:
+    d = tmp_path / "camp"
+    d.mkdir()
+    (d / "config.yaml").write_text(CONFIG)
+    return d
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_import_writes_cell_json_valid_against_schema(campaign: Path) -> None:
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    assert code == 0, out
+    path = campaign / "cells" / "c1" / "ncu_kernels.json"
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, load_schema())
+    assert data["schema_version"] == 1 and data["cell_id"] == "c1" and data["hardware"] == "h200_sm90"
+    (src,) = data["sources"]
+    assert src["format"] == "ncu-rep" and src["ncu_version"] == "2025.3.1.0" and src["section_set"] == "full"
+    assert src["gpu"] == "NVIDIA H200" and src["kernels"] == 6
+    assert [k["id"] for k in data["kernels"]] == [f"k{i:03d}" for i in range(6)]
+    assert data["kernels"][0]["sol_ceiling_key"] == "h200_sm90.bf16_dense_tflops"
+    # the summary table names kernels, the ceiling key and verdicts
+    assert "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT" in out.replace("\n", "") or "nvjet_sm90_tst" in out
+    assert "h200_sm90.fp8_dense_tflops" in out and "compute" in out and "memory" in out
+
+
+def test_dashed_alias_and_deterministic_output(campaign: Path) -> None:
+    args = ["--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz")]
+    assert _run("import-ncu", *args)[0] == 0
+    first = (campaign / "cells/c1/ncu_kernels.json").read_bytes()
+    assert _run("import_ncu", *args)[0] == 0
+    assert (campaign / "cells/c1/ncu_kernels.json").read_bytes() == first
+
+
+def test_full_and_basic_sources_merge_in_one_cell(campaign: Path) -> None:
+    for name in ("oracle_full.ncu-rep.gz", "oracle_basic.ncu-rep.gz"):
+        code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                         "--bundle", str(ORACLE / name))
+        assert code == 0, out
+    data = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())
+    assert [s["id"] for s in data["sources"]] == ["oracle_basic.ncu-rep.gz", "oracle_full.ncu-rep.gz"]
+    assert len(data["kernels"]) == 12
+    basic = [k for k in data["kernels"] if k["source"] == "oracle_basic.ncu-rep.gz"]
+    assert all(k["arithmetic_intensity"] is None and k["ai_measured"] is False for k in basic)
+    assert "arithmetic intensity left null" in _run(
+        "import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+        "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))[1]
+
+
+def test_several_launches_aggregate_with_stats(campaign: Path) -> None:
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                     "--bundle", str(PREFILL / "layer_full.ncu-rep.gz"))
+    assert code == 0, out
+    kernels = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())["kernels"]
+    assert sum(k["launches"] for k in kernels) == 12  # one decoder layer: 12 launches
+    k = kernels[0]
+    assert k["function"] == "vectorized_layer_norm_kernel" and k["family"] == "norm"
+    assert k["launches"] == 2 and k["launch_ids"] == [0, 5] and len(k["per_launch"]) == 2
+    d = k["stats"]["duration_ns"]
+    durations = [r["duration_ns"] for r in k["per_launch"]]
+    assert d["n"] == 2 and d["min"] == min(durations) and d["max"] == max(durations)
+    assert d["mean"] == pytest.approx(sum(durations) / 2) and k["duration_ns"] == pytest.approx(d["mean"])
+    assert d["std"] > 0
+
+
+def test_bundle_import_fills_kernel_internals_and_keeps_other_fields(tmp_path: Path, campaign: Path) -> None:
+    code, out = _run("bundle", "init", "--id", "b1", "--root", str(tmp_path))
+    assert code == 0, out
+    bundle = tmp_path / "experiments/artifacts/inference-perf-bench/b1"
+    shutil.copy(ORACLE / "oracle_full.ncu-rep.gz", bundle / "ncu-profiles")
+    doc_path = bundle / "inference_perfbench_v1.json"
+    doc = json.loads(doc_path.read_text())
+    doc["results"] = [{"metric": "tpot_ms", "value": 7.5}]
+    doc["custom"] = {"kept": True}
+    doc_path.write_text(json.dumps(doc))
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bundle))
+    assert code == 0, out
+    after = json.loads(doc_path.read_text())
+    assert after["results"] == [{"metric": "tpot_ms", "value": 7.5}] and after["custom"] == {"kept": True}
+    ki = after["kernel_internals"]
+    assert "oracle_full.ncu-rep.gz" in ki["method"] and len(ki["per_kernel"]) == 6
+    gemm = ki["per_kernel"][0]
+    assert gemm["regs_per_thread"] == 168 and gemm["block_limit_factor"] == "registers+shared_mem"
+    assert gemm["theoretical_occupancy_pct"] == 18.75 and gemm["sm_throughput_pct_peak"] > 90
+
+
+def _assert_refused(campaign: Path, bundle: Path, *needles: str, cell: str = "c1") -> None:
+    before = _files(campaign)
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", cell, "--bundle", str(bundle))
+    assert code != 0
+    assert "Traceback" not in out
+    for n in needles:
+        assert n in out, out
+    assert _files(campaign) == before  # nothing written
+
+
+def test_bad_inputs_each_give_one_clear_error(tmp_path: Path, campaign: Path) -> None:
+    empty = tmp_path / "empty.ncu-rep"
+    empty.write_bytes(b"")
+    _assert_refused(campaign, empty, "not an Nsight Compute report")
+    raw = gzip.decompress((ORACLE / "oracle_full.ncu-rep.gz").read_bytes())
+    trunc = tmp_path / "trunc.ncu-rep"
+    trunc.write_bytes(raw[:100_000])
+    _assert_refused(campaign, trunc, "holds no profiled kernel", "truncated")
+    for cut in (200_000, 5_000_000, len(raw) - 700_000):
+        trunc.write_bytes(raw[:cut])
+        _assert_refused(campaign, trunc, "truncated or damaged", f"({cut} bytes)")
+    badgz = tmp_path / "bad.ncu-rep.gz"
+    badgz.write_bytes(b"not gzip at all")
+    _assert_refused(campaign, badgz, "cannot gunzip")
+    _assert_refused(campaign, tmp_path / "missing.ncu-rep", "no such file")
+    other = tmp_path / "r.parquet"
+    other.write_bytes(b"PAR1")
+    _assert_refused(campaign, other, "unknown file type")
+    _assert_refused(campaign, ORACLE / "oracle_full.ncu-rep.gz", "'../x'", cell="../x")
+    _assert_refused(campaign, ORACLE / "oracle_full.ncu-rep.gz", "nope", cell="nope")
+
+
+def test_bad_campaign_config_lists_every_problem(tmp_path: Path) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "config.yaml").write_text(CONFIG.replace("sol_rigor: L2", "sol_rigor: L9").replace(
+        "hardware: h200_sm90", "hardware: h200_sm90\ncontext:\n  parallelism:\n    tp: eight"))
+    code, out = _run("import_ncu", "--campaign", str(d), "--cell-id", "c1",
+                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    assert code != 0 and "Traceback" not in out
+    assert "sol_rigor" in out and "context.parallelism.tp" in out and "'eight'" in out
+    assert not (d / "cells").exists()
+
+
+def test_unknown_hardware_token_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "hw"
+    d.mkdir()
+    (d / "config.yaml").write_text(CONFIG.replace("h200_sm90", "h999_sm99"))
+    code, out = _run("import_ncu", "--campaign", str(d), "--cell-id", "c1",
+                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    assert code != 0 and "h999_sm99" in out and "h200_sm90" in out
+    assert not (d / "cells").exists()
+
+
+def test_strict_refuses_basic_set_capture(campaign: Path) -> None:
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--strict",
+                     "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))
+    assert code != 0 and "--strict" in out and "--set full" in out
+    assert not (campaign / "cells").exists()
+
+
+def test_json_summary(campaign: Path) -> None:
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--json",
+                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["kernels"] == 6 and doc["cell_id"] == "c1" and doc["sources"] == ["oracle_full.ncu-rep.gz"]
