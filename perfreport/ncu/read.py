@@ -23,9 +23,10 @@ def read_export(path: Path) -> Capture:
 
         return read_rep(path)
     if name.endswith(CSV_SUFFIXES):
+        from perfreport.ncu.catalog import load_catalog
         from perfreport.ncu.csv_read import read_csv_export
 
-        return read_csv_export(path)
+        return read_csv_export(path, frozenset(load_catalog().needed()))
     with path.open("rb") as fh:
         head = fh.read(4)
     if head == b"NVR\x00":

@@ -1,0 +1,173 @@
+"""Import speed and memory vs bare parsers, measured in the same run.
+
+Builds a large `--page raw` CSV (>= 2,000 kernels x ~2,240 full-set columns) and the matching `--page details`
+CSV by replicating the real H200 oracle rows, then times in separate child processes (so peak memory is each
+measurement's own):
+  - bare pandas.read_csv and bare DuckDB read_csv of the same file (baselines),
+  - the whole perfreport import (parse, unit normalization, derivation, JSON write),
+  - .ncu-rep import of the same kernels vs the raw-CSV import of those kernels.
+Prints MB/s, peak memory (VmHWM minus RSS before the step) and ratios against the fastest bare parse.
+
+    .venv/bin/python benchmarks/bench_import.py [--kernels 2016] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ORACLE = ROOT / "tests" / "data" / "h200_oracle"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def build_raw(dst: Path, kernels: int) -> None:
+    """Header + units row of the real export, then its data rows repeated with fresh IDs."""
+    lines = _lines(ORACLE / "oracle_full-raw.csv")
+    header, units, rows = lines[0], lines[1], lines[2:]
+    with dst.open("w", encoding="utf-8") as out:
+        out.write(header)
+        out.write(units)
+        for i in range(kernels):
+            row = rows[i % len(rows)]
+            out.write(f'"{i}"' + row[row.index(","):])
+
+
+def build_details(dst: Path, kernels: int) -> None:
+    """The matching long export: every kernel's rows repeated with fresh IDs."""
+    lines = _lines(ORACLE / "oracle_full-details.csv")
+    header, body = lines[0], lines[1:]
+    by_id: dict[str, list[str]] = {}
+    for line in body:
+        by_id.setdefault(line.split(",", 1)[0], []).append(line)
+    groups = list(by_id.values())
+    with dst.open("w", encoding="utf-8") as out:
+        out.write(header)
+        for i in range(kernels):
+            for line in groups[i % len(groups)]:
+                out.write(f'"{i}"' + line[line.index(","):])
+
+
+CHILD = r'''
+import json, sys, time
+from pathlib import Path
+
+def rss(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+    return 0
+
+kind, path, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+if kind == "pandas":
+    import pandas as pd
+    def run():
+        return pd.read_csv(path, dtype=str, keep_default_na=False, low_memory=False)
+elif kind == "pandas-skiprows":
+    import pandas as pd
+    def run():
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skiprows=[1], low_memory=False)
+elif kind == "duckdb":
+    import duckdb
+    def run():
+        con = duckdb.connect()
+        return con.execute("SELECT * FROM read_csv(?, all_varchar=true, header=true, max_line_size=10000000)",
+                           [str(path)]).fetchall()
+elif kind == "stdlib-csv":
+    import csv
+    def run():
+        with path.open(newline="") as fh:
+            return list(csv.reader(fh))
+elif kind == "perfreport":
+    from perfreport.importer import import_ncu
+    camp = work / "camp"
+    camp.mkdir(exist_ok=True)
+    (camp / "config.yaml").write_text(
+        "schema_version: 1\ncampaign: bench\nhardware: h200_sm90\nsol_rigor: L2\ncells:\n  - id: c\n")
+    import perfreport.ncu.csv_read, perfreport.ncu.rep, perfreport.aggregate  # noqa: F401 (import cost out)
+    def run():
+        return import_ncu(camp, "c", path)
+else:
+    raise SystemExit(f"unknown kind {kind}")
+before = rss("VmRSS:")
+t0 = time.perf_counter()
+run()
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "peak_delta_bytes": rss("VmHWM:") - before}))
+'''
+
+
+def measure(kind: str, path: Path, work: Path, repeat: int) -> dict[str, float]:
+    """Best time and its peak memory over `repeat` fresh child processes."""
+    best: dict[str, float] | None = None
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), str(work)], check=True,
+                             capture_output=True, text=True, cwd=ROOT)
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        if best is None or got["seconds"] < best["seconds"]:
+            best = got
+    assert best is not None
+    return best
+
+
+def report(title: str, path: Path, results: dict[str, dict[str, float]], baseline_kinds: list[str]) -> dict:
+    size = path.stat().st_size
+    mb = size / 1e6
+    fastest = min(results[k]["seconds"] for k in baseline_kinds)
+    print(f"\n{title}: {path.name}, {mb:.1f} MB")
+    print(f"  {'reader':<16}{'seconds':>9}{'MB/s':>9}{'peak MB':>10}{'peak/file':>11}{'time/fastest bare':>19}")
+    rows = {}
+    for kind, r in results.items():
+        ratio = r["seconds"] / fastest
+        peak = r["peak_delta_bytes"] / 1e6
+        print(f"  {kind:<16}{r['seconds']:>9.2f}{mb / r['seconds']:>9.1f}{peak:>10.1f}{peak / mb:>11.2f}x"
+              f"{ratio:>18.2f}x")
+        rows[kind] = {"seconds": r["seconds"], "mb_per_s": mb / r["seconds"], "peak_mb": peak,
+                      "peak_over_file": peak / mb, "time_over_fastest_bare": ratio}
+    return {"file_mb": mb, "results": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", type=int, default=2016)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="also write the numbers here")
+    args = ap.parse_args()
+    out: dict[str, object] = {"kernels": args.kernels}
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
+        work = Path(tmp)
+        raw, details = work / "big-raw.csv", work / "big-details.csv"
+        print(f"building {args.kernels}-kernel raw and details CSVs from {ORACLE.name} ...", flush=True)
+        build_raw(raw, args.kernels)
+        build_details(details, args.kernels)
+        bare = ["pandas", "duckdb", "stdlib-csv"]
+        for title, path in (("raw page (wide)", raw), ("details page (long)", details)):
+            res = {k: measure(k, path, work, args.repeat) for k in [*bare, "perfreport"]}
+            out[title] = report(title, path, res, bare)
+        # .ncu-rep vs raw CSV of the same 6 oracle kernels (whole import each)
+        rep, csv6 = ORACLE / "oracle_full.ncu-rep.gz", ORACLE / "oracle_full-raw.csv"
+        res = {"perfreport-rep": measure("perfreport", rep, work, args.repeat),
+               "perfreport-csv": measure("perfreport", csv6, work, args.repeat)}
+        t_rep, t_csv = res["perfreport-rep"]["seconds"], res["perfreport-csv"]["seconds"]
+        print(f"\nsame 6 kernels: .ncu-rep.gz import {t_rep:.3f} s, raw CSV import {t_csv:.3f} s, "
+              f"rep/csv = {t_rep / t_csv:.2f}x; per kernel {t_rep / 6 * 1e3:.1f} ms (rep) vs "
+              f"{t_csv / 6 * 1e3:.1f} ms (csv)")
+        out["rep_vs_csv_same_kernels"] = {"rep_seconds": t_rep, "csv_seconds": t_csv, "ratio": t_rep / t_csv}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    t = time.perf_counter()
+    rc = main()
+    print(f"\nbench_import: {time.perf_counter() - t:.0f} s total")
+    raise SystemExit(rc)

@@ -1,0 +1,21 @@
+"""Read an ncu CSV export (``--page raw`` wide or ``--page details`` long) into the tidy Capture model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfreport.ncu.csv_common import load_table
+from perfreport.ncu.csv_details import read_long
+from perfreport.ncu.csv_raw import read_wide
+from perfreport.ncu.model import Capture
+
+
+def read_csv_export(path: Path, only: frozenset[str] | None = None) -> Capture:
+    """Read one ncu CSV export (file or saved ncu stdout); raise InputError/EmptyCaptureError if unusable.
+
+    `only`: raw metric names to convert (the importer passes what derivation reads); None converts every column.
+    """
+    table = load_table(Path(path))
+    if "Metric Name" in table.header:
+        return read_long(table)
+    return read_wide(table, only)
