@@ -1,0 +1,83 @@
+"""The same H200 kernels exported three ways (.ncu-rep, --page raw, --page details) give the same numbers.
+
+Every metric a CSV carries must equal the report's value within the CSV's printed precision; every derived
+field the export can support must agree; what an export cannot carry (FLOPs on the details page) is null.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfreport.aggregate import summarize_capture
+from perfreport.ceilings import load_ceilings
+from perfreport.derive import DeriveContext
+from perfreport.ncu.catalog import load_catalog
+from perfreport.ncu.csv_read import read_csv_export
+from perfreport.ncu.model import Capture
+from perfreport.ncu.rep import read_rep
+
+DATA = Path(__file__).parent / "data"
+PAIRS = [
+    ("h200_oracle/oracle_full.ncu-rep.gz", "h200_oracle/oracle_full-raw.csv"),
+    ("h200_oracle/oracle_full.ncu-rep.gz", "h200_oracle/oracle_full-raw-base.csv"),
+    ("h200_oracle/oracle_full.ncu-rep.gz", "h200_oracle/oracle_full-details.csv"),
+    ("h200_oracle/oracle_basic.ncu-rep.gz", "h200_oracle/oracle_basic-raw.csv"),
+    ("h200_oracle/oracle_basic.ncu-rep.gz", "h200_oracle/oracle_basic-details.csv"),
+    ("h200_shared/gemm_full.ncu-rep.gz", "h200_shared/gemm_full-raw.csv"),
+    ("h200_shared/gemm_full.ncu-rep.gz", "h200_shared/gemm_full-details.csv"),
+    ("h200_shared/attn_basic.ncu-rep.gz", "h200_shared/attn_basic-raw.csv"),
+    ("h200_shared/attn_basic.ncu-rep.gz", "h200_shared/attn_basic-details.csv"),
+    ("../../campaigns/h200-decoder-layer/captures/prefill/layer_basic.ncu-rep.gz",
+     "h200_campaign/prefill_layer_basic-raw.csv"),
+]
+# Fields derived from several counters: relative tolerance for 2-decimal details exports vs full precision.
+DERIVED = ("duration_ns", "dram_bytes", "l2_bytes", "arithmetic_intensity", "achieved_tflops", "sol_pct",
+           "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+           "regs_per_thread", "smem_per_block_bytes", "branch_divergence_pct", "compute_pct_of_peak")
+
+
+def _derived(capture: Capture) -> list[dict[str, Any]]:
+    return summarize_capture(capture, DeriveContext(load_ceilings(), "h200_sm90"), "x")
+
+
+@pytest.mark.parametrize(("rep_name", "csv_name"), PAIRS, ids=[c for _, c in PAIRS])
+def test_every_metric_the_csv_carries_matches_the_report(rep_name: str, csv_name: str) -> None:
+    rep, csv = read_rep(DATA / rep_name), read_csv_export(DATA / csv_name)
+    # CSV names are demangled *and simplified* by ncu (at::native:: -> at::, (int)4 -> 4): match on function
+    assert [k.function for k in csv.launches] == [k.function for k in rep.launches]
+    needed = load_catalog().needed()
+    compared = 0
+    for r, c in zip(rep.launches, csv.launches, strict=True):
+        assert c.grid_size == r.grid_size and c.block_size == r.block_size
+        for metric in needed:
+            if metric not in c.metrics:
+                continue
+            assert metric in r.metrics, metric
+            tol = c.precision.get(metric, 0.0) + 1e-9 * abs(r.metrics[metric])
+            assert abs(c.metrics[metric] - r.metrics[metric]) <= tol, (metric, c.metrics[metric], r.metrics[metric])
+            if c.units.get(metric) is not None and r.units.get(metric):
+                assert c.units[metric] == r.units[metric], metric
+            compared += 1
+    assert compared >= 10 * len(rep.launches)
+
+
+@pytest.mark.parametrize(("rep_name", "csv_name"), PAIRS, ids=[c for _, c in PAIRS])
+def test_derived_fields_agree_and_unsupported_ones_are_null(rep_name: str, csv_name: str) -> None:
+    rep_k, csv_k = _derived(read_rep(DATA / rep_name)), _derived(read_csv_export(DATA / csv_name))
+    details = "details" in csv_name
+    rel = 0.02 if details else 1e-4
+    for r, c in zip(rep_k, csv_k, strict=True):
+        assert c["family"] == r["family"] and c["block_limit_factor"] == r["block_limit_factor"]
+        for field in DERIVED:
+            if c[field] is None:
+                # only the details page may lack what the report has, and only counter-derived fields
+                assert r[field] is None or details, (field, r["function"])
+                continue
+            assert c[field] == pytest.approx(r[field], rel=rel, abs=0.01), (field, r["function"])
+        if details:
+            assert c["flops"] is None and c["arithmetic_intensity"] is None and c["ai_measured"] is False
+        else:
+            assert c["ai_measured"] == r["ai_measured"] and c["bound"] == r["bound"]
