@@ -313,8 +313,17 @@ class LazyRows:
         self._texts[k] = ""
 
     def __iter__(self) -> Iterator[list[str]]:
-        for k in range(len(self._texts)):
-            yield self[k]
+        """One csv.reader over all records (a reader per record costs 3x on 200,000 short details rows)."""
+        k = 0
+        try:
+            for row in csv.reader(self._texts, strict=True):
+                yield row
+                k += 1
+        except csv.Error:
+            self[k]  # raises the located InputError
+            raise
+        if k != len(self._texts):
+            self[k]
 
 
 def new_launch(table: CsvTable, row: list[str], row_index: int, precision: dict[str, float]) -> KernelLaunch:

@@ -112,8 +112,10 @@ def metric_key(section: str, label: str, cc: str) -> str:
 class _Reader:
     """State for one details table: launches by ID, warnings issued once."""
 
-    def __init__(self, table: CsvTable) -> None:
+    def __init__(self, table: CsvTable, only: frozenset[str] | None = None) -> None:
         self.table = table
+        self.only = only
+        self.keys: dict[tuple[str, str, str], str] = {}  # (section, label, cc) -> metric key
         h = table.header
         missing = [c for c in LONG_COLUMNS if c not in h]
         if missing:
@@ -179,7 +181,11 @@ class _Reader:
     def value(self, k: int, launch: KernelLaunch, precision: dict[str, float], where: tuple[str, str],
               unit: str, text: str) -> None:
         section, label = where
-        key = metric_key(section, label, launch.cc)
+        key = self.keys.get((section, label, launch.cc))
+        if key is None:
+            key = self.keys[(section, label, launch.cc)] = metric_key(section, label, launch.cc)
+        if self.only is not None and key not in self.only:
+            return
         scaled = unit_scale(unit)
         if scaled is None:
             self.warn_once(f"unit:{unit}", f"{self.table.where(k)}: unknown unit {unit!r} (first at "
@@ -223,9 +229,12 @@ class _Reader:
             precision[key] = tolerance
 
 
-def read_long(table: CsvTable) -> Capture:
-    """Turn a details-page table into a Capture (rows pivoted per kernel, labels mapped to raw names)."""
-    reader = _Reader(table)
+def read_long(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
+    """Turn a details-page table into a Capture (rows pivoted per kernel, labels mapped to raw names).
+
+    With `only`, just the rows that map to those raw metric names are converted (and checked).
+    """
+    reader = _Reader(table, only)
     for k, row in enumerate(table.rows):
         reader.row(k, row)
     launches = [launch for launch, _ in reader.launches.values()]

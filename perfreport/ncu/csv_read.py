@@ -17,5 +17,5 @@ def read_csv_export(path: Path, only: frozenset[str] | None = None) -> Capture:
     """
     table = load_table(Path(path))
     if "Metric Name" in table.header:
-        return read_long(table)
+        return read_long(table, only)
     return read_wide(table, only)
