@@ -103,9 +103,8 @@ def test_raw_attn_basic_has_no_flop_counters() -> None:
 ])
 def test_raw_matches_ncu_report(raw_file: Path, packed: Path, tmp_path: Path) -> None:
     """Every raw-page value, scaled to base units, equals what NVIDIA's ncu_report returns for the report."""
-    ncu_report = pytest.importorskip("ncu_report")
-    if not packed.exists():
-        pytest.skip(f"{packed.name} not present")
+    import ncu_report
+
     rep = tmp_path / packed.stem
     with gzip.open(packed) as src, rep.open("wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -119,7 +118,9 @@ def test_raw_matches_ncu_report(raw_file: Path, packed: Path, tmp_path: Path) ->
             if metric.value() < 0 and value == 0:
                 continue  # a negative counter (-6 sectors) that auto-unit CSV printed as 0
             assert value == pytest.approx(metric.value(), abs=la.precision[key] * (1 + 1e-9), rel=1e-15), key
-            if key != "idc__requests.sum":  # the CSV prints no unit for it; ncu_report says "request"
+            # the CSV prints no unit for idc__requests.sum (ncu_report: "request"); ncu_report's unit of some
+            # derived__* metrics changes once another report was loaded in the process ("thread" -> "inst")
+            if key != "idc__requests.sum" and not key.startswith("derived__"):
                 assert la.units[key] == metric.unit(), key
             checked += 1
         for key, value in la.text.items():
