@@ -66,7 +66,10 @@ def flops(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float | None] |
 
 
 def dram_bytes(launch: KernelLaunch, cat: Catalog, seconds: float | None) -> tuple[float | None, str | None]:
-    """DRAM bytes read+write (full set) or rate x duration (roofline set); None when neither was captured."""
+    """DRAM bytes: a captured count, read+write (full set), or rate x duration (roofline set); else None."""
+    total = _get(launch, cat.scalars["dram_bytes_sum"])
+    if total is not None:
+        return total, "dram__bytes.sum"
     rd = _get(launch, cat.scalars["dram_bytes_read"])
     wr = _get(launch, cat.scalars["dram_bytes_write"])
     if rd is not None and wr is not None:

@@ -60,13 +60,17 @@ def _inputs(bundle_path: Path) -> list[Path]:
 
 
 def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: str | None) -> list[str]:
-    missing = [k["function"] for k in kernels if not k["ai_measured"]]
+    missing = [k for k in kernels if not k["ai_measured"]]
     if not missing:
         return []
+    no_flops = sum(1 for k in missing if k["flops"] is None or k["flops"]["total"] is None)
+    no_bytes = sum(1 for k in missing if k["dram_bytes"] is None)
+    what = " and ".join(p for p in (f"{no_flops} without FLOP counters" if no_flops else "",
+                                    f"{no_bytes} without DRAM byte counters" if no_bytes else "") if p)
     return [
-        f"capture '{path.name}': {len(missing)} kernel(s) without FLOP or DRAM byte counters "
-        f"(section set {section_set or 'unknown'}); arithmetic intensity left null. Re-capture with "
-        f"--set full or --set roofline to place them on the roofline."
+        f"capture '{path.name}': {len(missing)} of {len(kernels)} kernel(s) have no arithmetic intensity ({what}; "
+        f"section set {section_set or 'unknown'}); AI left null, not estimated. Re-capture with --set full or "
+        f"--set roofline to place them on the roofline."
     ]
 
 

@@ -81,7 +81,7 @@ def test_full_and_basic_sources_merge_in_one_cell(campaign: Path) -> None:
     assert len(data["kernels"]) == 12
     basic = [k for k in data["kernels"] if k["source"] == "oracle_basic.ncu-rep.gz"]
     assert all(k["arithmetic_intensity"] is None and k["ai_measured"] is False for k in basic)
-    assert "arithmetic intensity left null" in _run(
+    assert "AI left null, not estimated" in _run(
         "import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
         "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))[1]
 
@@ -190,3 +190,43 @@ def test_json_summary(campaign: Path) -> None:
     assert code == 0
     doc = json.loads(out)
     assert doc["kernels"] == 6 and doc["cell_id"] == "c1" and doc["sources"] == ["oracle_full.ncu-rep.gz"]
+
+
+def test_public_ncu2020_metrics_capture_keeps_its_dram_bytes(campaign: Path) -> None:
+    # ncu 2020.1 `--metrics dram__bytes.sum` export (public corpus): bytes are measured, FLOPs and time are not
+    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle",
+                     str(TESTS / "data/public_csv/public_cyanguwa-DeepLearningProfiling_details-page_long_ncu2020.csv"))
+    assert code == 0, out
+    kernels = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())["kernels"]
+    assert [k["dram_bytes"] for k in kernels] == [7250688.0, 113641568.0, 10650624.0]
+    assert all(k["dram_bytes_method"] == "dram__bytes.sum" for k in kernels)
+    assert all(k["arithmetic_intensity"] is None and k["duration_ns"] is None for k in kernels)
+    assert "3 without FLOP counters" in out
+
+
+@pytest.mark.parametrize(("name", "needles"), [
+    ("h200_oracle/empty.log", ["No kernels were profiled", "distribution_elementwise_grid_stride_kernel"]),
+    ("h200_shared/trap_noenv.log", ["without CSV", "ncu --import"]),
+])
+def test_logs_without_kernels_are_refused_and_write_nothing(campaign: Path, name: str, needles: list[str]) -> None:
+    _assert_refused(campaign, TESTS / "data" / name, *needles)
+
+
+def test_csv_errors_through_the_cli_write_nothing(tmp_path: Path, campaign: Path) -> None:
+    raw = (ORACLE / "oracle_full-raw.csv").read_text().splitlines(keepends=True)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("".join(raw[:2]) + raw[2].rsplit(",", 5)[0] + "\n" + "".join(raw[3:]))
+    _assert_refused(campaign, ragged, "fields, expected")
+    cut = tmp_path / "cut.csv"
+    cut.write_text("".join(raw)[: -5000])
+    _assert_refused(campaign, cut, "truncated")
+    dup = tmp_path / "dup.csv"
+    header = raw[0].rstrip("\n") + ',"ID"\n'
+    dup.write_text(header + "".join(raw[1:]))
+    _assert_refused(campaign, dup, "'ID'")
+    other = tmp_path / "other.csv"
+    other.write_text("name,value\nfoo,1\n")
+    _assert_refused(campaign, other, "ncu")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    _assert_refused(campaign, empty, "empty")
