@@ -84,6 +84,8 @@ def campaign_validate_cmd(directory: Path, strict: bool) -> None:
     from perfreport.campaign import load_campaign
 
     cfg = load_campaign(directory, strict=strict)
+    for w in cfg.warnings:
+        click.echo(f"warning: {w}", err=True)
     click.echo(f"{directory}/config.yaml: ok ({len(cfg.cells)} cells, hardware {cfg.hardware})")
 
 

@@ -35,8 +35,9 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
             sol = f"— ({k['sol_ceiling_key']})"
         occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
         ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
+        times = f" ×{k['launches']}" if k["launches"] > 1 else ""
         rows.append([
-            _short(k["function"]) + (f" ×{k['launches']}" if k["launches"] > 1 else ""),
+            _short(k["function"], 44 - len(times)) + times,
             k["family"], _duration(k["duration_ns"]), ai, _num(k["achieved_tflops"], ".1f"), sol, occ,
             k["bound"],
         ])
@@ -52,13 +53,13 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
             "warnings": result.warnings,
         }, sort_keys=True))
         return
-    console = console or Console(width=160)
+    console = console or Console(width=170)
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=f"{result.campaign} / {result.cell_id} ← {srcs}", title_justify="left")
     for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
                       ("TFLOP/s", "right"), ("%SoL (ceiling key)", "left"), ("occupancy ach/theo", "right"),
                       ("verdict", "left")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for row in kernel_rows(result.kernels):
         table.add_row(*row)
     console.print(table)
