@@ -1,0 +1,79 @@
+"""Time share per kernel: "how long" (nsys, PyTorch profiler) and "how often" (continuous-profiler samples).
+
+Each verb reads one file, validates the campaign cell, and merges the file's kernels into
+campaigns/<c>/cells/<id>/kernel_times.json or kernel_samples.json (nothing is written if anything fails).
+Formats and output schemas: docs/timeshare.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfreport.campaign import Campaign, Cell, load_campaign
+from perfreport.errors import InputError
+from perfreport.ids import check_id
+from perfreport.timeshare import store
+from perfreport.timeshare.model import Parsed, TimeshareResult, decode_text, read_input, sha256
+from perfreport.timeshare.nsys_csv import EXPECTED as NSYS_EXPECTED
+from perfreport.timeshare.nsys_csv import read_nsys_csv
+from perfreport.timeshare.nsys_sqlite import MAGIC as SQLITE_MAGIC
+from perfreport.timeshare.nsys_sqlite import read_nsys_sqlite
+from perfreport.timeshare.samples import EXPECTED as SAMPLES_EXPECTED
+from perfreport.timeshare.samples import read_samples
+from perfreport.timeshare.torch_trace import EXPECTED as TORCH_EXPECTED
+from perfreport.timeshare.torch_trace import read_torch_trace
+
+__all__ = ["TimeshareResult", "import_nsys", "import_samples", "import_torch_trace"]
+
+
+def _cell(campaign_dir: Path, cell_id: str) -> tuple[Campaign, Cell]:
+    check_id("cell", cell_id)
+    campaign = load_campaign(campaign_dir)
+    return campaign, campaign.cell(cell_id)
+
+
+def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parsed, kind: str) -> TimeshareResult:
+    campaign, cell = target
+    out = cell.cell_dir(campaign) / store.FILES[kind]
+    existing = store.read_existing(out)
+    if kind == "kernel_times":
+        rows, rank = store.time_rows(parsed, path.name, path), "total_ns"
+    else:
+        rows, rank = store.sample_rows(parsed, path.name), "samples"
+    source = store.source_record(parsed, path, sha256(data), len(rows))
+    header: dict[str, Any] = {"campaign": campaign.id, "cell_id": cell.id}
+    store.write(out, store.merge(existing, header, source, rows, rank), kind)
+    warnings = [*campaign.warnings, *(f"'{path.name}': {w}" for w in parsed.warnings)]
+    return TimeshareResult(out, campaign.id, cell.id, kind, [source], rows, warnings)
+
+
+def import_nsys(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+    """Import an nsys kernel summary CSV or SQLite export into the cell's kernel_times.json."""
+    target = _cell(campaign_dir, cell_id)
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        raise InputError(
+            f"'{path}': a binary nsys report; export it first: `nsys stats --report cuda_gpu_kern_sum --format "
+            f"csv --output kern {path.name}` (then import kern_cuda_gpu_kern_sum.csv) or `nsys export --type "
+            f"sqlite {path.name}` (then import the .sqlite)."
+        )
+    data = read_input(path, NSYS_EXPECTED)
+    if data.startswith(SQLITE_MAGIC):
+        parsed = read_nsys_sqlite(path)
+    else:
+        parsed = read_nsys_csv(path, decode_text(path, data, NSYS_EXPECTED))
+    return _store(target, path, data, parsed, "kernel_times")
+
+
+def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+    """Import the kernel events of a PyTorch profiler Chrome trace into the cell's kernel_times.json."""
+    target = _cell(campaign_dir, cell_id)
+    data = read_input(path, TORCH_EXPECTED)
+    return _store(target, path, data, read_torch_trace(path, data), "kernel_times")
+
+
+def import_samples(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+    """Import a continuous profiler's per-kernel sample counts into the cell's kernel_samples.json."""
+    target = _cell(campaign_dir, cell_id)
+    data = read_input(path, SAMPLES_EXPECTED)
+    return _store(target, path, data, read_samples(path, data), "kernel_samples")

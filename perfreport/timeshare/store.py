@@ -1,0 +1,93 @@
+"""cells/<id>/kernel_times.json and kernel_samples.json: rows, merge by source, schema check, atomic write."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from perfreport.atomic import write_json_atomic
+from perfreport.errors import InputError
+from perfreport.kernel_identity import normalize
+from perfreport.timeshare.model import Parsed
+
+SCHEMA_VERSION = 1
+FILES = {"kernel_times": "kernel_times.json", "kernel_samples": "kernel_samples.json"}
+
+
+def load_schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema shipped in perfreport/data/ for kind ("kernel_times" or "kernel_samples")."""
+    text = resources.files("perfreport").joinpath(f"data/{kind}.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def source_record(parsed: Parsed, path: Path, digest: str, n_kernels: int) -> dict[str, Any]:
+    """The sources[] entry of one imported file; its id is the file name (re-importing it replaces its rows)."""
+    return {"id": path.name, "file": path.name, "format": parsed.format, "sha256": digest,
+            "tool_version": parsed.tool_version, "report": parsed.report, "kernels": n_kernels,
+            "warnings": list(parsed.warnings)}
+
+
+def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:
+    """kernel_times rows; share_pct is 100 * total_ns / (sum of total_ns over this source's kernels)."""
+    total = sum(r["total_ns"] for r in parsed.rows)
+    if total <= 0:
+        raise InputError(f"'{where}': every kernel has 0 ns of total time, so no time share exists; the capture "
+                         f"is empty or damaged. Re-capture with kernels running.")
+    rows = [{
+        "name": r["name"], "function": normalize(r["name"]), "source": source, "instances": r["instances"],
+        "total_ns": r["total_ns"], "avg_ns": round(r["total_ns"] / r["instances"], 1), "min_ns": r["min_ns"],
+        "max_ns": r["max_ns"], "share_pct": round(100.0 * r["total_ns"] / total, 4),
+    } for r in parsed.rows]
+    return sorted(rows, key=lambda k: (-k["total_ns"], k["name"]))
+
+
+def sample_rows(parsed: Parsed, source: str) -> list[dict[str, Any]]:
+    """kernel_samples rows; share_pct as given by the profiler, else 100 * samples / sum of samples."""
+    total = sum(r["samples"] for r in parsed.rows)
+    rows = [{
+        "name": r["name"], "function": normalize(r["name"]), "source": source, "samples": r["samples"],
+        "share_pct": round(r["share_pct"] if r["share_pct"] is not None else 100.0 * r["samples"] / total, 4),
+    } for r in parsed.rows]
+    return sorted(rows, key=lambda k: (-k["samples"], -k["share_pct"], k["name"]))
+
+
+def read_existing(path: Path) -> dict[str, Any] | None:
+    """Load the cell's file if there is one (to keep the other sources), refusing a damaged or foreign one."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"'{path}': not valid JSON ({exc}); delete it and import its sources again.") from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
+        raise InputError(f"'{path}': schema_version {got!r}, expected {SCHEMA_VERSION}; delete it and import its "
+                         f"sources again with this perfreport version.")
+    return data
+
+
+def merge(existing: dict[str, Any] | None, header: dict[str, Any], source: dict[str, Any],
+          kernels: list[dict[str, Any]], rank: str) -> dict[str, Any]:
+    """Replace the rows of a re-imported source, keep the others; sources by id, rows by source then `rank`."""
+    old_sources = [s for s in (existing or {}).get("sources", []) if s["id"] != source["id"]]
+    old_kernels = [k for k in (existing or {}).get("kernels", []) if k["source"] != source["id"]]
+    sources = sorted([*old_sources, source], key=lambda s: s["id"])
+    order = {s["id"]: i for i, s in enumerate(sources)}
+    rows = sorted([*old_kernels, *kernels], key=lambda k: (order[k["source"]], -k[rank], k["name"]))
+    return {**header, "schema_version": SCHEMA_VERSION, "sources": sources, "kernels": rows}
+
+
+def write(path: Path, data: dict[str, Any], kind: str) -> None:
+    """Validate against the shipped schema (a failure is a bug, reported with its path), then write atomically."""
+    validator = jsonschema.Draft202012Validator(load_schema(kind))
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path)
+        raise InputError(f"{path}: output does not match {kind}.schema.json at '{where}': {e.message}")
+    write_json_atomic(path, data)

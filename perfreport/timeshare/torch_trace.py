@@ -1,0 +1,80 @@
+"""PyTorch profiler (kineto) Chrome trace -> per-kernel time rows.
+
+GPU kernels are the complete events (`"ph": "X"`) with `"cat": "kernel"`; `dur` is in microseconds (Chrome
+trace format), with nanosecond resolution in kineto's decimals. Memsets and memcpys (`gpu_memset`,
+`gpu_memcpy`) are not kernels and are left out of the share.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from perfreport.errors import InputError
+from perfreport.timeshare.model import Parsed, decode_text
+
+EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
+PROFILE_HOW = ("Profile with `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])` "
+               "so CUDA kernels are recorded, then `prof.export_chrome_trace('trace.json')`.")
+
+
+def _load(path: Path, data: bytes) -> Any:
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"'{path}': gzip-compressed but cannot be decompressed ({exc}); expected {EXPECTED}. "
+                             f"Re-copy the file or pass the uncompressed .json.") from None
+    text = decode_text(path, data, EXPECTED)
+    if not text.strip():
+        raise InputError(f"'{path}': the trace is empty; expected {EXPECTED}.")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"'{path}':{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); expected {EXPECTED}. "
+            f"A trace cut short by a crash cannot be read; export it again."
+        ) from None
+
+
+def read_torch_trace(path: Path, data: bytes) -> Parsed:
+    """Aggregate the kernel events of a Chrome trace per kernel name."""
+    obj = _load(path, data)
+    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(events, list):
+        raise InputError(
+            f"'{path}': JSON without a 'traceEvents' list: not a Chrome trace; expected {EXPECTED}."
+        )
+    cats = Counter(e.get("cat") for e in events if isinstance(e, dict))
+    merged: dict[str, dict[str, Any]] = {}
+    for i, e in enumerate(events):
+        if not (isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"):
+            continue
+        name, dur = e.get("name"), e.get("dur")
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"'{path}': traceEvents[{i}]: kernel event without a name; the trace is damaged.")
+        if not isinstance(dur, int | float) or isinstance(dur, bool) or dur < 0:
+            raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected 'dur' a number >= 0 "
+                             f"(microseconds), got {dur!r}; the trace is damaged.")
+        ns = round(dur * 1000)
+        row = merged.setdefault(name, {"name": name, "instances": 0, "total_ns": 0, "min_ns": ns, "max_ns": ns})
+        row["instances"] += 1
+        row["total_ns"] += ns
+        row["min_ns"], row["max_ns"] = min(row["min_ns"], ns), max(row["max_ns"], ns)
+    if not merged:
+        seen = ", ".join(f"{c} x{n}" for c, n in sorted(cats.items(), key=lambda kv: str(kv[0]))) or "none"
+        raise InputError(
+            f"'{path}': a Chrome trace with no GPU kernel events (\"cat\": \"kernel\"); event categories seen: "
+            f"{seen}. {PROFILE_HOW}"
+        )
+    warnings = []
+    other_gpu = {c: n for c, n in cats.items() if c in ("gpu_memset", "gpu_memcpy")}
+    if other_gpu:
+        warnings.append(" and ".join(f"{n} {c}" for c, n in sorted(other_gpu.items())) +
+                        " event(s) are not kernels and are not counted in the kernel time share.")
+    return Parsed("torch-trace", sorted(merged.values(), key=lambda r: r["name"]), report="chrome-trace:kernel",
+                  warnings=warnings)

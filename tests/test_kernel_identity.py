@@ -1,0 +1,154 @@
+"""Kernel identity across tools on real names: torch trace (kineto), ncu reports, ncu CSV, mangled symbols."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from perfreport.errors import InputError
+from perfreport.kernel_identity import match_kernels, name_matches, normalize, simplify
+from perfreport.ncu.read import read_export
+from perfreport.ncu.rep import read_rep
+
+TESTS = Path(__file__).parent
+TRACE = TESTS / "data" / "torch" / "workload_torch_trace.json.gz"
+CAPTURES = TESTS.parent / "campaigns" / "h200-decoder-layer" / "captures"
+PREFILL_REP = CAPTURES / "prefill" / "layer_full.ncu-rep.gz"
+PREFILL_CSV = TESTS / "data" / "h200_campaign" / "prefill_layer_basic-raw.csv"
+
+# the same kernel as kineto, an ncu report and an ncu CSV print it (all three copied from the files above)
+ADD_TORCH = ("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, "
+             "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
+ADD_REP = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
+           "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+ADD_CSV = ("void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::BFloat16>, std::array<char *, 3>>"
+           "(int, T2, T3)")
+ADD_MANGLED = ("_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_15CUDAFunctor_addIN3c108BFloat16EEESt5arrayIPcLm3"
+               "EEEEviT0_T1_")
+LN_TORCH = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>(int, "
+            "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)")
+LN_REP = ("void at::native::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)1>(int, T2, "
+          "const T1 *, const T1 *, const T1 *, T2 *, T2 *, T1 *)")
+LN_CSV = ("void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 1>(int, T2, const T1 *, const T1 *, "
+          "const T1 *, T2 *, T2 *, T1 *)")
+LN_MANGLED = ("_ZN2at6native53_GLOBAL__N__21739cd4_20_layer_norm_kernel_cu_9c5ada8a28vectorized_layer_norm_kernelIN3c10"
+              "8BFloat16EfLb1EEEviT0_PKT_S8_S8_PS5_S9_PS6_")
+NVJET = ("nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_NNN", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+         "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT")
+SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+
+
+def _torch_names() -> list[str]:
+    events = json.loads(gzip.decompress(TRACE.read_bytes()))["traceEvents"]
+    return [e["name"] for e in events if e.get("cat") == "kernel"]
+
+
+def test_normalize_gives_one_function_identity_per_spelling() -> None:
+    for name in (ADD_TORCH, ADD_REP, ADD_CSV, ADD_MANGLED):
+        assert normalize(name) == "vectorized_elementwise_kernel"
+    for name in (LN_TORCH, LN_REP, LN_CSV, LN_MANGLED):
+        assert normalize(name) == "vectorized_layer_norm_kernel"
+    assert normalize("vernier::bench::demo::<unnamed>::saxpyKernel(float, const float *, float *, unsigned long)") \
+        == "saxpyKernel"
+    assert normalize("  " + SDPA + " ") == SDPA
+    assert normalize("_Zfoo") == "_Zfoo"  # unreadable mangled name: kept, still joins with itself
+
+
+@pytest.mark.parametrize("path", [CAPTURES / "prefill" / "layer_full.ncu-rep.gz",
+                                  CAPTURES / "decode" / "layer_full.ncu-rep.gz"])
+def test_mangled_names_of_real_captures_reduce_to_ncus_function_name(path: Path) -> None:
+    launches = read_rep(path).launches
+    mangled = [launch for launch in launches if launch.mangled and launch.mangled.startswith("_Z")]
+    assert mangled, "the capture has C++ kernels with mangled names"
+    for launch in launches:
+        assert normalize(launch.mangled or launch.name) == launch.function
+        assert normalize(launch.name) == launch.function
+
+
+def test_simplify_makes_tool_spellings_equal() -> None:
+    assert simplify(ADD_TORCH) == simplify(ADD_REP) == simplify(ADD_CSV) == \
+        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>"
+    ln = "vectorized_layer_norm_kernel<BFloat16,float,1>"
+    assert simplify(LN_TORCH) == simplify(LN_REP) == simplify(LN_CSV) == ln
+    silu = [n for n in _torch_names() if "silu_kernel" in n][0]
+    rep_silu = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::<unnamed>::silu_kernel("
+                "at::TensorIteratorBase &)::[lambda() (instance 1)]::operator ()() const::[lambda() (instance 6)]::"
+                "operator ()() const::[lambda(c10::BFloat16) (instance 1)], std::array<char *, (unsigned long)2>>"
+                "(int, T2, T3)")
+    assert simplify(silu) == simplify(rep_silu) == (
+        "vectorized_elementwise_kernel<8,silu_kernel(TensorIteratorBase&)::{lambda()#1}::operator()()const::"
+        "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>")
+
+
+def _assert_layer_matches(left: list[str], right: list[str]) -> None:
+    m = match_kernels(left, right)
+    pairs = [(simplify(a), simplify(b)) for a, b in m.pairs]
+    for a, b in pairs:
+        print(f"paired: {a}  <->  {b}")
+    print("torch only:", [simplify(n)[:80] for n in m.unmatched_left])
+    print("ncu only:", [simplify(n)[:80] for n in m.unmatched_right])
+    assert all(a == b for a, b in pairs)
+    assert sorted(a for a, _ in pairs) == sorted([
+        *NVJET, SDPA, "vectorized_layer_norm_kernel<BFloat16,float,1>",
+        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>",
+        "vectorized_elementwise_kernel<8,silu_kernel(TensorIteratorBase&)::{lambda()#1}::operator()()const::"
+        "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>",
+    ])
+    assert [normalize(n) for n in m.unmatched_left] == ["distribution_elementwise_grid_stride_kernel",
+                                                        "vectorized_elementwise_kernel"]
+    assert "AUnaryFunctor" in m.unmatched_left[1]
+    (only_ncu,) = m.unmatched_right
+    assert "BinaryFunctor" in only_ncu and "MulFunctor" in only_ncu
+    (amb,) = m.ambiguous
+    assert amb.function == "vectorized_elementwise_kernel"
+    assert amb.left == [m.unmatched_left[1]] and amb.right == [only_ncu]
+    assert len(m.pairs) + len(m.unmatched_left) == 9 and len(m.pairs) + len(m.unmatched_right) == 8
+
+
+def test_torch_trace_pairs_with_the_campaign_ncu_report() -> None:
+    _assert_layer_matches(_torch_names(), [launch.name for launch in read_rep(PREFILL_REP).launches])
+
+
+def test_torch_trace_pairs_with_the_ncu_csv_simplified_names() -> None:
+    _assert_layer_matches(_torch_names(), [launch.name for launch in read_export(PREFILL_CSV).launches])
+
+
+def test_exact_mode_does_not_guess_among_instantiations() -> None:
+    names = [launch.name for launch in read_rep(PREFILL_REP).launches]
+    m = match_kernels(_torch_names(), names, mode="exact")
+    assert sorted(normalize(a) for a, _ in m.pairs) == sorted([*NVJET, SDPA, "vectorized_layer_norm_kernel"])
+    (amb,) = m.ambiguous
+    assert amb.function == "vectorized_elementwise_kernel" and len(amb.left) == 3 and len(amb.right) == 3
+    assert len(m.unmatched_left) == 4 and len(m.unmatched_right) == 3
+
+
+def test_substring_mode_pairs_unique_candidates_only() -> None:
+    m = match_kernels(["nvjet_sm90_tst_256x128", "nvjet", "no_such_kernel"], list(NVJET), mode="substring")
+    assert m.pairs == [("nvjet_sm90_tst_256x128", NVJET[1])]
+    assert m.unmatched_left == ["nvjet", "no_such_kernel"]
+    assert sorted(m.unmatched_right) == sorted([NVJET[0], NVJET[2]])
+    assert m.ambiguous[0].left == ["nvjet"] and len(m.ambiguous[0].right) == 3
+
+
+def test_name_matches_uses_ncu_kernel_name_semantics() -> None:
+    assert name_matches("vectorized_elementwise_kernel", ADD_TORCH)
+    assert name_matches("vectorized_elementwise_kernel", ADD_MANGLED)
+    assert not name_matches("vectorized", ADD_TORCH)  # plain text is an exact function-name match
+    assert name_matches("regex:nvjet|gemm", NVJET[0]) and not name_matches("regex:^gemm", NVJET[0])
+    assert not name_matches("regex:CUDAFunctor_add", ADD_TORCH)  # function base: templates are not searched
+    assert name_matches("regex:CUDAFunctor_add", ADD_TORCH, base="demangled")
+    assert name_matches(ADD_REP, ADD_REP, base="demangled") and not name_matches(ADD_TORCH, ADD_REP, base="demangled")
+    with pytest.raises(InputError, match="not a valid regular expression"):
+        name_matches("regex:(", NVJET[0])
+    with pytest.raises(InputError, match="expected one of function, demangled, mangled"):
+        name_matches("x", "x", base="short")
+
+
+def test_unknown_mode_and_duplicates() -> None:
+    with pytest.raises(InputError, match="expected one of auto, exact, substring"):
+        match_kernels(["a"], ["a"], mode="regex:a")
+    m = match_kernels([SDPA, SDPA, SDPA], [SDPA])
+    assert m.pairs == [(SDPA, SDPA)] and m.unmatched_left == [] and m.unmatched_right == []
