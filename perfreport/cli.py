@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -56,6 +57,90 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
 
     result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict)
     print_import_summary(result, as_json=as_json)
+
+
+def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
+    fn = click.option("--cell-id", required=True, help="Cell id from config.yaml. Example: decode-b16-kv2048")(fn)
+    fn = click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+                      help="Campaign folder. Example: campaigns/h200-decoder-layer")(fn)
+    return fn
+
+
+@cli.command(name="import_nsys")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import kernel durations from nsys into cells/<id>/kernel_times.json.
+
+    PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
+    `nsys export --type sqlite` file. Example:
+    perftunereport import_nsys --campaign campaigns/x --cell-id c1 report_cuda_gpu_kern_sum.csv
+    """
+    from perfreport.summary import print_timeshare_summary
+    from perfreport.timeshare import import_nsys
+
+    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path))
+
+
+@cli.command(name="import_torch_trace")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
+
+    Example: perftunereport import_torch_trace --campaign campaigns/x --cell-id c1 trace.json.gz
+    """
+    from perfreport.summary import print_timeshare_summary
+    from perfreport.timeshare import import_torch_trace
+
+    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path))
+
+
+@cli.command(name="import_samples")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import per-kernel sample counts of a continuous profiler (CSV or JSON: kernel, samples[, share]).
+
+    Example: perftunereport import_samples --campaign campaigns/x --cell-id c1 zymtrace_kernels.csv
+    """
+    from perfreport.summary import print_timeshare_summary
+    from perfreport.timeshare import import_samples
+
+    print_timeshare_summary(import_samples(campaign_dir, cell_id, path))
+
+
+@cli.command(name="query")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder whose cells are loaded into DuckDB.")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON objects.")
+@click.argument("sql")
+def query_cmd(campaign_dir: Path, as_json: bool, sql: str) -> None:
+    """Run SQL over a campaign's tables and views (ncu_kernels, kernel_times, kernel_samples, kernel_join).
+
+    Example: perftunereport query --campaign campaigns/h200-decoder-layer
+    "SELECT cell_id, function, amdahl_bound_pct FROM kernel_join ORDER BY 3 DESC LIMIT 5"
+    """
+    from perfreport.summary import print_query_result
+    from perfreport.warehouse import query
+
+    print_query_result(query(campaign_dir, sql), as_json=as_json)
+
+
+@cli.command(name="report_render")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder to render. Example: campaigns/h200-decoder-layer")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
+              help="Site root; the campaign goes to <out>/<campaign>/ and <out>/index.html lists campaigns.")
+def report_render_cmd(campaign_dir: Path, out_dir: Path) -> None:
+    """Render the static offline campaign site (pages 01-07, per-cell pages, comparisons).
+
+    Example: perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
+    """
+    from perfreport.render import report_render
+    from perfreport.summary import print_render_summary
+
+    print_render_summary(report_render(campaign_dir, out_dir))
 
 
 @cli.group()
