@@ -1,0 +1,74 @@
+-- kernel_join: one row per (cell_id, function) seen by any source of the cell: ncu (kernel_ncu), the cell's
+-- timeline (kernel_times) and the cell's sampling profiler (kernel_samples). A FULL OUTER join (all keys of
+-- the three, then LEFT JOINs): a kernel missing from a source keeps its row with that source's columns NULL;
+-- matched_sources lists which saw it ('ncu', 'times', 'samples', in that order).
+-- A cell uses ONE timeline source so its time shares add up to 100%: nsys before torch before other tools,
+-- then by source id (time_source says which tool, time_source_id which file); samples likewise by source id.
+-- Amdahl bound: amdahl_bound_pct = time_share_pct * (1 - clamp(sol_pct / 100, 0, 1)), the most of the
+-- timeline the kernel could give back by reaching its roof; NULL when the time share or sol_pct is unknown.
+CREATE OR REPLACE VIEW kernel_join AS
+WITH
+time_pick AS (
+    SELECT cell_id, source, timeline_tool(source_format, source) AS tool
+    FROM (SELECT DISTINCT cell_id, source, source_format FROM kernel_times)
+    QUALIFY row_number() OVER (
+        PARTITION BY cell_id
+        ORDER BY CASE timeline_tool(source_format, source) WHEN 'nsys' THEN 1 WHEN 'torch' THEN 2 ELSE 3 END,
+                 source
+    ) = 1
+),
+times AS (
+    SELECT t.cell_id, t.function,
+           any_value(p.tool) AS time_source,
+           any_value(t.source) AS time_source_id,
+           arg_max(t.name, (coalesce(t.total_ns, 0), t.name)) AS name,
+           sum(t.instances)::BIGINT AS instances,
+           sum(t.total_ns) / 1e6 AS total_ms,
+           sum(t.share_pct) AS time_share_pct
+    FROM kernel_times t
+    JOIN time_pick p ON p.cell_id = t.cell_id AND p.source = t.source
+    GROUP BY t.cell_id, t.function
+),
+sample_pick AS (
+    SELECT cell_id, min(source) AS source FROM kernel_samples GROUP BY cell_id
+),
+samples AS (
+    SELECT s.cell_id, s.function,
+           any_value(s.source) AS sample_source,
+           arg_max(s.name, (coalesce(s.samples, 0), s.name)) AS name,
+           sum(s.samples)::BIGINT AS samples,
+           sum(s.share_pct) AS sample_share_pct
+    FROM kernel_samples s
+    JOIN sample_pick p ON p.cell_id = s.cell_id AND p.source = s.source
+    GROUP BY s.cell_id, s.function
+),
+keys AS (
+    SELECT cell_id, function FROM kernel_ncu
+    UNION SELECT cell_id, function FROM times
+    UNION SELECT cell_id, function FROM samples
+),
+joined AS (
+    SELECT
+        k.cell_id,
+        k.function,
+        coalesce(n.name, t.name, s.name) AS name,
+        concat_ws(',', CASE WHEN n.cell_id IS NOT NULL THEN 'ncu' END,
+                       CASE WHEN t.cell_id IS NOT NULL THEN 'times' END,
+                       CASE WHEN s.cell_id IS NOT NULL THEN 'samples' END) AS matched_sources,
+        t.time_share_pct, t.total_ms, t.instances, t.time_source, t.time_source_id,
+        s.sample_share_pct, s.samples, s.sample_source,
+        n.ncu_source, n.section_set, n.variants AS ncu_variants, n.launches AS ncu_launches,
+        n.duration_ns AS ncu_duration_ns, n.family, n.bound, n.sol_pct, n.sol_ceiling_key,
+        n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct,
+        n.achieved_occupancy_pct,
+        -- explicit NULL: DuckDB's least/greatest skip NULL arguments (greatest(NULL, 0) is 0)
+        CASE WHEN n.sol_pct IS NOT NULL THEN least(greatest(n.sol_pct / 100, 0), 1) END AS roof_fraction
+    FROM keys k
+    LEFT JOIN kernel_ncu n ON n.cell_id = k.cell_id AND n.function = k.function
+    LEFT JOIN times t ON t.cell_id = k.cell_id AND t.function = k.function
+    LEFT JOIN samples s ON s.cell_id = k.cell_id AND s.function = k.function
+)
+SELECT * EXCLUDE (roof_fraction),
+       time_share_pct * (1 - roof_fraction) AS amdahl_bound_pct,
+       total_ms * (1 - roof_fraction) AS amdahl_bound_ms
+FROM joined;

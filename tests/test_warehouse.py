@@ -1,0 +1,331 @@
+"""Stage 3 join: DuckDB tables and views over real imported captures, and `perftunereport query`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from perfreport.atomic import write_json_atomic
+from perfreport.cli import cli
+from perfreport.errors import InputError, PerfReportError
+from perfreport.importer import import_ncu
+from perfreport.warehouse import TABLES, open_campaign, query
+
+TESTS = Path(__file__).parent
+ORACLE = TESTS / "data" / "h200_oracle"
+PREFILL = TESTS.parent / "campaigns" / "h200-decoder-layer" / "captures" / "prefill"
+CONFIG = """schema_version: 1
+campaign: wh-test
+hardware: h200_sm90
+sol_rigor: L2
+context:
+  identity:
+    model: oracle shapes
+    quant: bf16
+  parallelism:
+    tp: 1
+cells:
+  - id: oracle
+    description: oracle kernels, --set full and --set basic
+  - id: prefill
+    description: prefill layer, --set full
+    context:
+      parallelism:
+        tp: 2
+  - id: empty
+    description: nothing imported
+"""
+# Real kernel names: the first three from the oracle capture, the fourth from the torch trace of the same
+# workload (tests/data/torch/workload_torch_trace.json.gz), which ncu did not capture in the oracle run.
+GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
+RMSNORM = "rmsnorm_kernel"
+SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+RANDN = ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, "
+         "at::native::templates::cuda::normal_and_transform<c10::BFloat16, float>(at::TensorIteratorBase&, "
+         "at::CUDAGeneratorImpl*, at::native::templates::cuda::normal_kernel<at::CUDAGeneratorImpl*>("
+         "at::TensorBase const&, double, double, at::CUDAGeneratorImpl*)::{lambda(float)#1})::{lambda("
+         "curandStatePhilox4_32_10*)#2}, at::native::templates::cuda::normal_and_transform<c10::BFloat16, float>("
+         "at::TensorIteratorBase&, at::CUDAGeneratorImpl*)::{lambda(int, float)#1}>(long, at::PhiloxCudaState, "
+         "float, float)")
+RANDN_FN = "distribution_elementwise_grid_stride_kernel"
+# The oracle's residual add as a tool that keeps mangled names reports it (Itanium mangling of
+# at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, std::array<char*, 3>>).
+ADD_MANGLED = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIfEESt5arrayIPcLm3EEEEviT0_T1_"
+# nsys timeline of the oracle cell: (name, function, instances, total_ns); 3,000,000 ns in all.
+NSYS = [(GEMM, GEMM, 2, 2_777_856), (RMSNORM, RMSNORM, 2, 62_976), (RANDN, RANDN_FN, 5, 159_168)]
+NSYS_TOTAL = 3_000_000
+
+
+def _times(rows: list[tuple[str, str, int, int]], source: str, total: int) -> list[dict[str, Any]]:
+    return [{"name": n, "function": f, "source": source, "instances": i, "total_ns": t, "avg_ns": t / i,
+             "min_ns": t / i, "max_ns": t / i, "share_pct": 100 * t / total} for n, f, i, t in rows]
+
+
+def _write_timeshare(cell_dir: Path) -> None:
+    torch_rows = [(GEMM, GEMM, 2, 2_000_000), (RMSNORM, RMSNORM, 2, 1_000_000)]
+    write_json_atomic(cell_dir / "kernel_times.json", {
+        "schema_version": 1, "campaign": "wh-test", "cell_id": "oracle",
+        "sources": [{"id": "oracle.sqlite", "file": "oracle.sqlite", "format": "nsys-sqlite"},
+                    {"id": "trace.json.gz", "file": "trace.json.gz", "format": "torch-trace"}],
+        "kernels": _times(NSYS, "oracle.sqlite", NSYS_TOTAL) + _times(torch_rows, "trace.json.gz", 3_000_000),
+    })
+    write_json_atomic(cell_dir / "kernel_samples.json", {
+        "schema_version": 1, "campaign": "wh-test", "cell_id": "oracle",
+        "sources": [{"id": "prof.csv", "file": "prof.csv", "format": "samples-csv"}],
+        "kernels": [
+            {"name": GEMM, "function": GEMM, "source": "prof.csv", "samples": 900, "share_pct": 90.0},
+            {"name": ADD_MANGLED, "function": ADD_MANGLED, "source": "prof.csv", "samples": 100, "share_pct": 10.0},
+        ],
+    })
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("wh") / "camp"
+    d.mkdir()
+    (d / "config.yaml").write_text(CONFIG)
+    import_ncu(d, "oracle", ORACLE / "oracle_full.ncu-rep.gz")
+    import_ncu(d, "oracle", ORACLE / "oracle_basic.ncu-rep.gz")
+    import_ncu(d, "prefill", PREFILL / "layer_full.ncu-rep.gz")
+    _write_timeshare(d / "cells" / "oracle")
+    return d
+
+
+@pytest.fixture(scope="module")
+def con(campaign: Path) -> duckdb.DuckDBPyConnection:
+    return open_campaign(campaign)
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, *params: Any) -> list[dict[str, Any]]:
+    cur = con.execute(sql, list(params))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _ncu_kernel(campaign: Path, cell: str, source: str, function: str) -> dict[str, Any]:
+    data = json.loads((campaign / "cells" / cell / "ncu_kernels.json").read_text())
+    (k,) = [k for k in data["kernels"] if k["source"] == source and k["function"] == function]
+    return k
+
+
+def _join(con: duckdb.DuckDBPyConnection, cell: str, function: str) -> dict[str, Any]:
+    (row,) = _rows(con, "SELECT * FROM kernel_join WHERE cell_id = ? AND function = ?", cell, function)
+    return row
+
+
+def test_tables_loaded_with_cells_and_sources(con: duckdb.DuckDBPyConnection) -> None:
+    cells = _rows(con, "SELECT cell_id, position, model, quant, tp, context FROM cells ORDER BY position")
+    assert [(c["cell_id"], c["model"], c["quant"], c["tp"]) for c in cells] == [
+        ("oracle", "oracle shapes", "bf16", 1), ("prefill", "oracle shapes", "bf16", 2),
+        ("empty", "oracle shapes", "bf16", 1)]
+    assert json.loads(cells[1]["context"])["parallelism"]["tp"] == 2
+    sources = _rows(con, "SELECT cell_id, source, section_set, kernels FROM ncu_sources ORDER BY ALL")
+    assert [(s["cell_id"], s["source"], s["section_set"], s["kernels"]) for s in sources] == [
+        ("oracle", "oracle_basic.ncu-rep.gz", "basic", 6), ("oracle", "oracle_full.ncu-rep.gz", "full", 6),
+        ("prefill", "layer_full.ncu-rep.gz", "full", 8)]
+    counts = dict(con.execute("SELECT cell_id, count(*) FROM ncu_kernels GROUP BY ALL").fetchall())
+    assert counts == {"oracle": 12, "prefill": 8}
+    assert con.execute("SELECT count(*) FROM kernel_times").fetchone() == (5,)
+
+
+def test_ncu_kernels_rows_equal_the_json(campaign: Path, con: duckdb.DuckDBPyConnection) -> None:
+    data = json.loads((campaign / "cells" / "prefill" / "ncu_kernels.json").read_text())
+    rows = {r["kernel_id"]: r for r in _rows(con, "SELECT * FROM ncu_kernels WHERE cell_id = 'prefill'")}
+    for k in data["kernels"]:
+        row = rows[k["id"]]
+        for key in ("name", "function", "launches", "sol_ceiling_key", "bound", "block_limit_factor"):
+            assert row[key] == k[key], (k["id"], key)
+        for key in ("duration_ns", "sol_pct", "arithmetic_intensity", "regs_per_thread", "achieved_occupancy_pct"):
+            assert row[key] == pytest.approx(k[key], rel=1e-15), (k["id"], key)
+        assert json.loads(row["stats"]) == k["stats"] and json.loads(row["per_launch"]) == k["per_launch"]
+        assert row["flops_total"] == pytest.approx(k["flops"]["total"]) and row["section_set"] == "full"
+
+
+def test_kernel_join_values_equal_ncu_json(campaign: Path, con: duckdb.DuckDBPyConnection) -> None:
+    k = _ncu_kernel(campaign, "oracle", "oracle_full.ncu-rep.gz", GEMM)
+    row = _join(con, "oracle", GEMM)
+    for key in ("dram_throughput_pct", "sm_throughput_pct", "arithmetic_intensity", "sol_pct",
+                "achieved_occupancy_pct"):
+        assert row[key] == pytest.approx(k[key], rel=1e-15), key
+    assert (row["sol_ceiling_key"], row["bound"], row["ai_measured"]) == (
+        "h200_sm90.bf16_dense_tflops", "compute", True)
+    assert row["ncu_duration_ns"] == k["duration_ns"] == 1388928.0
+    assert row["matched_sources"] == "ncu,times,samples"
+    assert (row["instances"], row["total_ms"], row["sample_share_pct"], row["samples"]) == (
+        2, pytest.approx(2.777856), pytest.approx(90.0), 900)
+
+
+def test_full_set_wins_over_basic(campaign: Path, con: duckdb.DuckDBPyConnection) -> None:
+    basic = _ncu_kernel(campaign, "oracle", "oracle_basic.ncu-rep.gz", GEMM)
+    assert basic["sol_pct"] is None and basic["duration_ns"] == 1386624.0
+    (row,) = _rows(con, "SELECT * FROM kernel_ncu WHERE cell_id = 'oracle' AND function = ?", GEMM)
+    assert (row["ncu_source"], row["section_set"], row["variants"]) == ("oracle_full.ncu-rep.gz", "full", 1)
+    assert row["ncu_sources"] == "oracle_basic.ncu-rep.gz,oracle_full.ncu-rep.gz"
+    assert row["duration_ns"] == 1388928.0 and row["sol_pct"] == pytest.approx(81.25267683732363)
+    sets = con.execute("SELECT DISTINCT section_set FROM kernel_ncu WHERE cell_id = 'oracle'").fetchall()
+    assert sets == [("full",)]
+
+
+def test_variants_of_one_function_are_time_weighted(campaign: Path, con: duckdb.DuckDBPyConnection) -> None:
+    data = json.loads((campaign / "cells" / "prefill" / "ncu_kernels.json").read_text())
+    ks = [k for k in data["kernels"] if k["function"] == "vectorized_elementwise_kernel"]
+    assert len(ks) == 3
+    ns = [k["launches"] * k["duration_ns"] for k in ks]
+    (row,) = _rows(con, "SELECT * FROM kernel_ncu WHERE cell_id = 'prefill' "
+                        "AND function = 'vectorized_elementwise_kernel'")
+    assert row["variants"] == 3 and row["launches"] == sum(k["launches"] for k in ks) == 4
+    assert row["ncu_total_ns"] == pytest.approx(sum(ns))
+    assert row["sol_pct"] == pytest.approx(sum(n * k["sol_pct"] for n, k in zip(ns, ks, strict=True)) / sum(ns))
+    flops = sum(k["launches"] * k["flops"]["total"] for k in ks)
+    dram = sum(k["launches"] * k["dram_bytes"] for k in ks)
+    assert row["arithmetic_intensity"] == pytest.approx(flops / dram)
+    assert row["name"] == max(zip(ns, (k["name"] for k in ks), strict=True))[1]
+
+
+def test_nsys_preferred_over_torch(con: duckdb.DuckDBPyConnection) -> None:
+    row = _join(con, "oracle", RMSNORM)
+    assert (row["time_source"], row["time_source_id"]) == ("nsys", "oracle.sqlite")
+    assert row["time_share_pct"] == pytest.approx(100 * 62_976 / NSYS_TOTAL)
+    total = con.execute("SELECT sum(time_share_pct) FROM kernel_join WHERE cell_id = 'oracle'").fetchone()
+    assert total is not None and total[0] == pytest.approx(100.0)
+
+
+def test_amdahl_bound_by_hand(con: duckdb.DuckDBPyConnection) -> None:
+    row = _join(con, "oracle", GEMM)
+    # time share 2,777,856 / 3,000,000 ns = 92.5952 %; ncu %SoL 81.25267683732363 -> 18.747 % of it is recoverable
+    assert row["time_share_pct"] == pytest.approx(92.5952)
+    assert row["amdahl_bound_pct"] == pytest.approx(92.5952 * (1 - 0.8125267683732363))
+    assert row["amdahl_bound_pct"] == pytest.approx(17.35912, abs=1e-5)
+    assert row["amdahl_bound_ms"] == pytest.approx(2.777856 * (1 - 0.8125267683732363))
+    rank = _rows(con, "SELECT * FROM amdahl_ranking WHERE cell_id = 'oracle' ORDER BY rank")
+    assert [r["function"] for r in rank] == [GEMM, RMSNORM]
+    assert rank[1]["cum_bound_pct"] == pytest.approx(rank[0]["amdahl_bound_pct"] + rank[1]["amdahl_bound_pct"])
+    cells = {r["cell_id"]: r for r in _rows(con, "SELECT * FROM amdahl_cells")}
+    assert cells["oracle"]["amdahl_bound_pct"] == pytest.approx(rank[1]["cum_bound_pct"])
+    assert cells["oracle"]["timed_without_sol_pct"] == pytest.approx(100 * 159_168 / NSYS_TOTAL)
+    assert cells["oracle"]["max_speedup"] == pytest.approx(100 / (100 - rank[1]["cum_bound_pct"]))
+    assert cells["prefill"]["amdahl_bound_pct"] is None and cells["empty"]["kernels_timed"] == 0
+
+
+def test_unmatched_kernels_both_sides(con: duckdb.DuckDBPyConnection) -> None:
+    randn = _join(con, "oracle", RANDN_FN)
+    assert randn["matched_sources"] == "times" and randn["name"] == RANDN
+    assert randn["ncu_source"] is None and randn["sol_pct"] is None and randn["amdahl_bound_pct"] is None
+    assert randn["time_share_pct"] == pytest.approx(100 * 159_168 / NSYS_TOTAL)
+    sdpa = _join(con, "oracle", SDPA)
+    assert sdpa["matched_sources"] == "ncu" and sdpa["time_share_pct"] is None and sdpa["total_ms"] is None
+    assert sdpa["sol_pct"] is not None and sdpa["amdahl_bound_pct"] is None
+    missing = {(r["function"], r["missing_from"]) for r in _rows(con, "SELECT * FROM unmatched_kernels "
+                                                                      "WHERE cell_id = 'oracle'")}
+    assert (RANDN_FN, "ncu") in missing and (RANDN_FN, "samples") in missing
+    assert (SDPA, "times") in missing and (SDPA, "samples") in missing
+    assert not any(f == GEMM for f, _ in missing)
+    # prefill has only ncu data: nothing is "missing" from sources it has no file for
+    assert con.execute("SELECT count(*) FROM unmatched_kernels WHERE cell_id = 'prefill'").fetchone() == (0,)
+
+
+def test_mangled_name_joins_through_kernel_identity(con: duckdb.DuckDBPyConnection) -> None:
+    row = _join(con, "oracle", "vectorized_elementwise_kernel")
+    assert row["matched_sources"] == "ncu,samples" and row["sample_share_pct"] == pytest.approx(10.0)
+    assert con.execute("SELECT * FROM kernel_aliases").fetchall() == [
+        (ADD_MANGLED, ADD_MANGLED, "vectorized_elementwise_kernel")]
+
+
+def test_empty_campaign_keeps_schemas(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    con = open_campaign(tmp_path)
+    for table, columns in TABLES.items():
+        cols = [d[0] for d in con.execute(f"SELECT * FROM {table}").description]
+        assert cols == [c for c, _ in columns]
+    assert con.execute("SELECT count(*) FROM kernel_join").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM cells").fetchone() == (3,)
+    result = query(tmp_path, "SELECT cell_id, amdahl_bound_pct FROM amdahl_cells ORDER BY cell_id")
+    assert result.columns == ["cell_id", "amdahl_bound_pct"]
+    assert result.rows == [("empty", None), ("oracle", None), ("prefill", None)]
+
+
+def test_bad_cell_files_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    path = tmp_path / "cells" / "oracle" / "kernel_times.json"
+    write_json_atomic(path, {"schema_version": 2, "sources": [], "kernels": []})
+    with pytest.raises(InputError, match=r"kernel_times.json with schema_version other than 1: .*oracle"):
+        open_campaign(tmp_path)
+    path.write_text('{"schema_version": 1, "kernels": [')
+    with pytest.raises(InputError, match="cannot load the cells' kernel_times.json files"):
+        open_campaign(tmp_path)
+
+
+def test_query_error_lists_views(campaign: Path) -> None:
+    with pytest.raises(PerfReportError) as info:
+        query(campaign, "SELECT amdahl FROM kernel_join")
+    msg = info.value.message
+    assert "Referenced column \"amdahl\" not found" in msg and "SQL: SELECT amdahl FROM kernel_join" in msg
+    assert "kernel_join (view): cell_id, function, name, matched_sources" in msg
+    for name in ("kernel_ncu (view)", "unmatched_kernels (view)", "amdahl_ranking (view)", "ncu_kernels (table)",
+                 "kernel_times (table)", "kernel_samples (table)", "cells (table)"):
+        assert name in msg
+
+
+def test_cli_query_plain_and_json(campaign: Path) -> None:
+    sql = ("SELECT function, time_source, instances, sol_pct, amdahl_bound_pct FROM kernel_join "
+           "WHERE cell_id = 'oracle' AND amdahl_bound_pct IS NOT NULL ORDER BY amdahl_bound_pct DESC")
+    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), sql])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    gemm = next(line for line in lines if GEMM in line)
+    assert "nsys" in gemm and "81.2527" in gemm and "17.3591" in gemm
+    assert "2 row(s)" in result.output
+    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "--json", sql])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["function"] for r in rows] == [GEMM, RMSNORM]
+    assert list(rows[0]) == sorted(rows[0])
+    assert rows[0]["sol_pct"] == 81.25267683732363 and rows[0]["instances"] == 2
+    assert rows[0]["amdahl_bound_pct"] == pytest.approx(17.35912, abs=1e-5)
+
+
+def test_cli_query_json_parses_json_columns(campaign: Path) -> None:
+    sql = f"SELECT flops FROM ncu_kernels WHERE cell_id = 'oracle' AND source LIKE '%full%' AND function = '{GEMM}'"
+    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "--json", sql])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [{"flops": {"fp16": 0.0, "fp32": 0.0, "fp64": 0.0,
+                                                    "tensor": 1116691496960.0, "total": 1116691496960.0}}]
+
+
+def test_cli_query_error_is_clean(campaign: Path) -> None:
+    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "SELECT * FROM kernel_jion"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and "Table with name kernel_jion does not exist" in result.output
+    assert "kernel_join (view)" in result.output
+
+
+def test_torch_trace_import_joins_with_ncu(campaign: Path, tmp_path: Path) -> None:
+    from perfreport.timeshare import import_torch_trace
+
+    trace = TESTS / "data" / "torch" / "workload_torch_trace.json.gz"
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    cell = tmp_path / "cells" / "prefill"
+    cell.mkdir(parents=True)
+    (cell / "ncu_kernels.json").write_bytes((campaign / "cells" / "prefill" / "ncu_kernels.json").read_bytes())
+    import_torch_trace(tmp_path, "prefill", trace)
+    times = json.loads((cell / "kernel_times.json").read_text())["kernels"]
+    con = open_campaign(tmp_path)
+    gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    row = _join(con, "prefill", gemm)
+    (t,) = [t for t in times if t["function"] == gemm]
+    k = _ncu_kernel(campaign, "prefill", "layer_full.ncu-rep.gz", gemm)
+    assert (row["matched_sources"], row["time_source"], row["instances"]) == ("ncu,times", "torch", t["instances"])
+    assert row["time_share_pct"] == pytest.approx(t["share_pct"])
+    assert row["amdahl_bound_pct"] == pytest.approx(t["share_pct"] * (1 - k["sol_pct"] / 100))
+    # three instantiations of one function: their timeline rows add up, ncu combines its three variants
+    add = _join(con, "prefill", "vectorized_elementwise_kernel")
+    ew = [t for t in times if t["function"] == "vectorized_elementwise_kernel"]
+    assert len(ew) == 3 and add["instances"] == sum(t["instances"] for t in ew) and add["ncu_variants"] == 3
+    (missing,) = _rows(con, "SELECT * FROM unmatched_kernels WHERE cell_id = 'prefill'")
+    assert (missing["function"], missing["missing_from"], missing["seen_in"]) == (RANDN_FN, "ncu", "times")
+    assert con.execute("SELECT round(sum(time_share_pct), 2) FROM kernel_join").fetchone() == (100.0,)
