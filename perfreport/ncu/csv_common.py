@@ -13,6 +13,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ LONG_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 _NVTX_MARKERS = ("Domain", "Push/Pop_Range", "Start/Stop_Range")
 _HEADER_PREFIXES = ('"ID",', "ID,Process ID,")  # ncu quotes every field; tolerate a re-saved file
+_function_name = lru_cache(maxsize=4096)(function_name)  # 2,000 launches of a few kernels: parse each name once
 
 
 @dataclass
@@ -44,7 +46,7 @@ class CsvTable:
     sha256: str
     header: list[str]
     header_line: int
-    rows: LazyRows
+    rows: LazyRows | list[list[str]]  # list: rows already split (the fast path's pandas rows)
     row_lines: list[int]
     fixed: dict[str, int]  # fixed column name -> index
     nvtx: list[int]  # indexes of NVTX columns
@@ -344,7 +346,7 @@ def new_launch(table: CsvTable, row: list[str], row_index: int, precision: dict[
     launch = KernelLaunch(
         launch_id=launch_id,
         name=name,
-        function=function_name(name),
+        function=_function_name(name),
         mangled=name if name.startswith("_Z") else None,
         process_id=values.get("Process ID", ""),
         process_name=values.get("Process Name", ""),

@@ -2,7 +2,9 @@
 
 Speed matters (2,000 kernels x 2,240 columns is ~40 MB): each column's unit factor is resolved once, and a
 plain or thousands-grouped decimal takes a fast path (one ``str.strip`` check, then ``float``) before the
-general parser. Column-at-a-time variants (joined-column regex + ``map``; numpy string ufuncs) measured slower.
+general parser, and its result is remembered per column (values repeat across kernels). Column-at-a-time
+variants (joined-column regex + ``map``; numpy string ufuncs) measured slower. Clean exports are split by
+pandas (csv_fast) and converted here too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from perfreport.ncu.model import Capture, KernelLaunch
 from perfreport.ncu.units import MISSING_TOKENS, decimals, half_ulp, parse_number, rescale, unit_scale
 
 _MAX_PLACES = 64
+_MEMO_MAX = 64  # plain numbers remembered per column (bounded: 2,240 columns without `only`); repeats convert once
 _HALF = [half_ulp(d) for d in range(_MAX_PLACES)]
 _PLAIN_CHARS = "0123456789.-"
 _GROUPED = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", re.ASCII).fullmatch  # "1,116,691,496,960"
@@ -35,7 +38,7 @@ _ROOFLINE = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elaps
 class _Column:
     """How to read one metric column: its unit factor and whether a value must be numeric."""
 
-    __slots__ = ("name", "index", "factor", "exp", "base", "required")
+    __slots__ = ("name", "index", "factor", "exp", "base", "required", "memo")
 
     def __init__(self, name: str, index: int, unit: str | None) -> None:
         self.name = name
@@ -45,6 +48,7 @@ class _Column:
         self.exp = round(math.log10(self.factor)) if self.factor > 0 else 0
         # A column with a unit holds numbers; a unitless one may hold text (device name, policy).
         self.required = bool(unit)
+        self.memo: dict[str, tuple[float, float]] = {}  # cell text -> (value, precision) of a plain number
 
 
 def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
@@ -116,6 +120,10 @@ def _fill(table: CsvTable, k: int, launch: KernelLaunch, columns: list[_Column],
     plain = _PLAIN_CHARS
     grouped = _GROUPED
     for col, s in zip(columns, cells, strict=True):
+        hit = col.memo.get(s)
+        if hit is not None:
+            metrics[col.name], precision[col.name] = hit
+            continue
         if s and (not s.strip(plain) or grouped(s)):
             try:
                 v = float(s.replace(",", "")) if "," in s else float(s)
@@ -126,11 +134,12 @@ def _fill(table: CsvTable, k: int, launch: KernelLaunch, columns: list[_Column],
                 d = len(s) - dot - 1 if dot >= 0 else 0
                 if d < _MAX_PLACES:
                     if col.factor == 1.0:
-                        metrics[col.name] = v
-                        precision[col.name] = half[d]
+                        hit = v, half[d]
                     else:
-                        metrics[col.name] = round(v * col.factor, d - col.exp)
-                        precision[col.name] = half[d] * col.factor
+                        hit = round(v * col.factor, d - col.exp), half[d] * col.factor
+                    metrics[col.name], precision[col.name] = hit
+                    if len(col.memo) < _MEMO_MAX:
+                        col.memo[s] = hit
                     continue
         if not _cell(table, k, launch, col, s, precision, seen_lists):
             absent.append(col.name)

@@ -14,8 +14,16 @@ def read_csv_export(path: Path, only: frozenset[str] | None = None) -> Capture:
     """Read one ncu CSV export (file or saved ncu stdout); raise InputError/EmptyCaptureError if unusable.
 
     `only`: raw metric names to convert (the importer passes what derivation reads); None converts every column.
+    With `only`, a clean export (see csv_fast) is parsed by pandas; anything irregular takes the strict reader.
     """
-    table = load_table(Path(path))
+    path = Path(path)
+    if only is not None:
+        from perfreport.ncu.csv_fast import read_clean  # pandas/numpy import (~0.3 s) only when used
+
+        capture = read_clean(path, only)
+        if capture is not None:
+            return capture
+    table = load_table(path)
     if "Metric Name" in table.header:
         return read_long(table, only)
     return read_wide(table, only)

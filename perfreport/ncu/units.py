@@ -88,7 +88,8 @@ def decimals(text: str) -> int:
             break
     dot = s.find(".")
     places = len(s) - dot - 1 if dot >= 0 else 0
-    return places - exponent
+    # clamp: "0E310" would otherwise ask for 10**310 (OverflowError); no ncu value prints beyond +-300
+    return max(-300, min(300, places - exponent))
 
 
 @lru_cache(maxsize=4096)
