@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CAMPAIGN ?= campaigns/h200-decoder-layer
 
-.PHONY: demo test venv lint clean
+.PHONY: demo test venv browser lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(BIN)/python:
 venv: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 
+# The browser test drives Debian's chromium through playwright (never `playwright install`). Idempotent; as root.
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
 demo: venv
 	$(BIN)/perftunereport demo --campaign $(CAMPAIGN)
 
@@ -20,7 +24,7 @@ lint: venv
 	$(BIN)/ruff check perfreport tests benchmarks
 	$(BIN)/mypy
 
-test: venv lint
+test: venv browser lint
 	$(BIN)/pytest
 
 clean:

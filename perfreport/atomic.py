@@ -1,7 +1,8 @@
-"""Atomic, deterministic file writes: temp file in the same folder, then rename."""
+"""File plumbing shared by every stage: atomic deterministic writes, content digests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -48,3 +49,12 @@ def dumps_json(data: Any) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write data as deterministic JSON atomically."""
     write_text_atomic(path, dumps_json(data))
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (provenance of every imported source)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

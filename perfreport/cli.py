@@ -195,13 +195,17 @@ def bundle_init_cmd(bundle_id: str, root: Path) -> None:
 @click.option("--campaign", "campaign_dir", type=click.Path(path_type=Path),
               default=Path("campaigns/h200-decoder-layer"), show_default=True,
               help="Campaign whose cells list their captures under `captures:`.")
-def demo_cmd(campaign_dir: Path) -> None:
-    """Import every capture of the example campaign and print the kernel summary (the README's `make demo`)."""
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
+              help="Site root for the rendered campaign.")
+def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
+    """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
     from perfreport.importer import import_campaign
-    from perfreport.summary import print_import_summary
+    from perfreport.render import report_render
+    from perfreport.summary import print_import_summary, print_render_summary
 
     for result in import_campaign(campaign_dir):
         print_import_summary(result, as_json=False)
+    print_render_summary(report_render(campaign_dir, out_dir))
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import re
 import zlib
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from perfreport.atomic import sha256_file
 from perfreport.errors import EmptyCaptureError, InputError
 from perfreport.ncu.model import KernelLaunch
 from perfreport.ncu.names import function_name
@@ -85,17 +85,9 @@ def load_table(path: Path) -> CsvTable:
     return table
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _read_lines(path: Path) -> tuple[str, list[str]]:
     """Return (sha256, lines without their '\\n'), decoding line by line so the file is held once, not 3 times."""
-    digest = _sha256(path)
+    digest = sha256_file(path)
     with path.open("rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
     opener: Any = gzip.open if gz else open

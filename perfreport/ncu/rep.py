@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import re
 import shutil
 import tempfile
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
 from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch
@@ -21,14 +21,6 @@ from perfreport.ncu.sets import infer_section_set
 MAGIC = b"NVR\x00"
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?) \(build \d+\)")
 _CMDLINE_RE = re.compile(rb"/[!-~]*/ncu ")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @contextmanager
@@ -161,7 +153,7 @@ def read_rep(path: Path) -> Capture:
         raise InputError(
             f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
         ) from exc
-    sha = _sha256(path)
+    sha = sha256_file(path)
     with _plain_report(path) as plain:
         head = plain.read_bytes()[:4] if plain.stat().st_size else b""
         if head != MAGIC:

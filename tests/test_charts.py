@@ -1,0 +1,194 @@
+"""Charts as figure dicts (fig.to_plotly_json()) for the real example campaign's kernel rows."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+
+from perfreport import charts
+from perfreport.ceilings import load_ceilings
+from perfreport.roofline import RooflineModel, build_roofline
+
+HW = "h200_sm90"
+
+
+def _rows(campaign: Path) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted((campaign / "cells").glob("*/ncu_kernels.json")):
+        data = json.loads(path.read_text())
+        sets = {s["id"]: s["section_set"] for s in data["sources"]}
+        rows += [{**k, "cell_id": data["cell_id"], "source_set": sets[k["source"]]} for k in data["kernels"]]
+    return rows
+
+
+def _kernel_traces(fig: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in fig["data"] if t.get("mode") == "markers"]
+
+
+def _markers(fig: dict[str, Any], symbol: str) -> int:
+    return sum(len(t["x"]) for t in _kernel_traces(fig) if t["marker"]["symbol"] == symbol)
+
+
+@pytest.fixture(scope="module")
+def rows(example_campaign: Path) -> list[dict[str, Any]]:
+    return _rows(example_campaign)
+
+
+@pytest.fixture(scope="module")
+def model(rows: list[dict[str, Any]]) -> RooflineModel:
+    return build_roofline(rows, load_ceilings(), HW)
+
+
+@pytest.fixture(scope="module")
+def fig(model: RooflineModel) -> dict[str, Any]:
+    return charts.roofline(model, "Roofline").to_plotly_json()
+
+
+def test_filled_and_hollow_markers_match_measured_ai(rows: list[dict[str, Any]], fig: dict[str, Any]) -> None:
+    measured = [k for k in rows if k["ai_measured"] and k["arithmetic_intensity"]]
+    unmeasured = [k for k in rows if not k["ai_measured"]]
+    assert len(measured) == 18 and len(unmeasured) == 18  # full + basic capture of each of the two cells
+    assert _markers(fig, "circle") == len(measured)
+    assert _markers(fig, "circle-open") == len(unmeasured)
+    assert all(t["type"] == "scatter" for t in _kernel_traces(fig))
+
+
+def test_filled_markers_sit_at_measured_ai_and_tflops(rows: list[dict[str, Any]], fig: dict[str, Any]) -> None:
+    points = sorted((x, y) for t in _kernel_traces(fig) if t["marker"]["symbol"] == "circle"
+                    for x, y in zip(t["x"], t["y"], strict=True))
+    expected = sorted((k["arithmetic_intensity"], k["achieved_tflops"]) for k in rows if k["ai_measured"])
+    assert [c for p in points for c in p] == pytest.approx([c for p in expected for c in p], rel=1e-3)
+
+
+def test_ceiling_traces_are_named_by_key_path(fig: dict[str, Any]) -> None:
+    ceilings = load_ceilings()
+    roofs = [t for t in fig["data"] if t.get("mode") == "lines"]
+    names = [t["name"] for t in roofs]
+    assert set(names) == {f"{HW}.hbm_tbps", f"{HW}.bf16_dense_tflops", f"{HW}.fp32_tflops"}
+    assert set(names) <= set(ceilings.key_paths(HW))
+    for t in roofs:
+        value = ceilings.value(t["name"])
+        assert (t["y"][0] == t["y"][1] == value) if "tflops" in t["name"] else t["y"][1] / t["x"][1] == pytest.approx(
+            value)
+    labels = " ".join(a["text"] for a in fig["layout"]["annotations"])
+    assert all(name in labels for name in names)
+
+
+def test_hollow_y_is_sm_busy_times_family_compute_ceiling(rows: list[dict[str, Any]], fig: dict[str, Any]) -> None:
+    ceilings = load_ceilings()
+    expected = []
+    for k in rows:
+        if k["ai_measured"]:
+            continue
+        ref = ceilings.ceiling_for(HW, k["family"], None)
+        if ref is None or ref.kind != "compute":
+            ref = ceilings.ceiling_for(HW, "gemm", None)
+            value = ceilings.value(f"{HW}.fp32_tflops")
+        else:
+            value = ref.value
+        expected.append(k["sm_throughput_pct"] / 100 * value)
+    got = [y for t in _kernel_traces(fig) if t["marker"]["symbol"] == "circle-open" for y in t["y"]]
+    assert sorted(got) == pytest.approx(sorted(expected), rel=1e-3)
+    gemm = next(k for k in rows if not k["ai_measured"] and k["family"] == "gemm" and k["sm_throughput_pct"] > 90)
+    assert gemm["sm_throughput_pct"] / 100 * 989.5 == pytest.approx(max(got), rel=0.05)
+
+
+def test_hollow_markers_are_labelled_sol_only_never_at_roof(fig: dict[str, Any]) -> None:
+    hollow = [t for t in _kernel_traces(fig) if t["marker"]["symbol"] == "circle-open"]
+    assert hollow and all(charts.UNMEASURED_LABEL in t["hovertemplate"] for t in hollow)
+    assert all("AI unmeasured" in t["name"] for t in hollow)
+    assert "AI<br>unmeasured" in fig["layout"]["xaxis"]["ticktext"]
+    text = json.dumps(fig)
+    assert "at roof" not in text and "at the roof" not in text  # basic-set SM busy 93% is never "at roof"
+
+
+def test_kernels_far_below_their_roof_are_annotated(model: RooflineModel, fig: dict[str, Any]) -> None:
+    far = [p for p in model.points if p.measured and p.pct_of_roof is not None and p.pct_of_roof < 10]
+    assert far, "the decode cell has latency-bound kernels under 10% of their roof"
+    notes = [a["text"] for a in fig["layout"]["annotations"] if "of roof" in a["text"]]
+    assert len(notes) == min(len(far), charts.MAX_ANNOTATIONS)
+    assert all("decode-b16-kv2048" in n for n in notes)
+    gemms = [p for p in model.points if p.cell_id == "prefill-b8-s1024" and p.family == "gemm" and p.measured]
+    assert gemms and all(p.pct_of_roof is not None and p.pct_of_roof > 75 for p in gemms)
+
+
+def test_one_trace_per_cell_and_kind_sorted(fig: dict[str, Any]) -> None:
+    names = [t["name"] for t in _kernel_traces(fig)]
+    assert names == [
+        "decode-b16-kv2048 · AI measured", "decode-b16-kv2048 · AI unmeasured (%SoL only)",
+        "prefill-b8-s1024 · AI measured", "prefill-b8-s1024 · AI unmeasured (%SoL only)",
+    ]
+    assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
+
+
+def test_marker_size_by_time_share(rows: list[dict[str, Any]]) -> None:
+    shares = {("prefill-b8-s1024", k["function"]): 40.0 for k in rows if k["family"] == "gemm"}
+    fig = charts.roofline(build_roofline(rows, load_ceilings(), HW, shares), "t").to_plotly_json()
+    sizes = [t["marker"]["size"] for t in _kernel_traces(fig) if t["name"].startswith("prefill")]
+    assert all(isinstance(s, list) and max(s) > 9 for s in sizes)
+
+
+def test_scattergl_above_threshold(rows: list[dict[str, Any]]) -> None:
+    rng = random.Random(0)
+    many = []
+    for i in range(2500):
+        k = dict(rng.choice(rows))
+        k.update(id=f"k{i:05d}", cell_id=f"cell-{i % 40:03d}")
+        if k["arithmetic_intensity"]:
+            k["arithmetic_intensity"] *= rng.uniform(0.5, 2.0)
+        many.append(k)
+    fig = charts.roofline(build_roofline(many, load_ceilings(), HW), "big").to_plotly_json()
+    kernel = _kernel_traces(fig)
+    assert {t["type"] for t in kernel} == {"scattergl"}
+    assert sum(len(t["x"]) for t in kernel) == 2500
+    assert {t["type"] for t in fig["data"] if t.get("mode") == "lines"} == {"scatter"}
+
+
+def test_l2_roof_drawn_when_ceilings_have_one(rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    override = tmp_path / "ceilings.yaml"
+    override.write_text(f"hardware:\n  {HW}:\n    empirical:\n      l2_tbps:\n        value: 11.0\n"
+                        f"        method: test\n        measured: 2026-12-02\n        where: test\n")
+    model = build_roofline(rows, load_ceilings(override), HW)
+    names = [t["name"] for t in charts.roofline(model, "t").to_plotly_json()["data"] if t.get("mode") == "lines"]
+    assert f"{HW}.empirical.l2_tbps" in names
+    plain = build_roofline(rows, load_ceilings(), HW)
+    assert any("L2" in n for n in plain.notes)
+
+
+def test_kernel_names_are_escaped_in_chart_text(rows: list[dict[str, Any]]) -> None:
+    evil = [{**rows[0], "function": "<img src=x onerror=alert(1)>"}]
+    fig = charts.roofline(build_roofline(evil, load_ceilings(), HW), "t").to_plotly_json()
+    text = json.dumps(fig)
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+
+
+def test_deterministic(model: RooflineModel) -> None:
+    a = charts.roofline(model, "Roofline").to_plotly_json()
+    b = charts.roofline(model, "Roofline").to_plotly_json()
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_every_chart_kind_passes_plotly_validation(rows: list[dict[str, Any]], model: RooflineModel) -> None:
+    """Charts are built without per-property validation for speed; validate each kind here once."""
+    stalls = [{**k, "label": k["id"]} for k in rows if k["warp_stalls_pct"]]
+    figures = [
+        charts.roofline(model, "r"), charts.roofline(model, "gl", gl_threshold=1),
+        charts.bars([{"l": "a", "v": 1.0}], "l", "v", "t", "x"), charts.warp_stalls(stalls, "s"),
+        charts.grouped([{"x": "a", "v": 1.0, "w": 2.0}], "x", [("v", "v"), ("w", "w")], "g", "ms", "stack"),
+    ]
+    for fig in figures:
+        go.Figure(fig.to_plotly_json())  # raises ValueError on any invalid property
+
+
+def test_other_charts(rows: list[dict[str, Any]]) -> None:
+    stalls = [{**k, "label": k["id"]} for k in rows if k["warp_stalls_pct"]]
+    fig = charts.warp_stalls(stalls, "stalls").to_plotly_json()
+    assert fig["layout"]["barmode"] == "stack" and len(fig["data"]) == len({r for k in stalls for r in
+                                                                              k["warp_stalls_pct"]})
+    bars = charts.bars([{"l": "a", "v": 1.0}, {"l": "b", "v": 3.0}, {"l": "c", "v": None}], "l", "v", "t", "x")
+    assert list(bars.to_plotly_json()["data"][0]["y"]) == ["a", "b"]  # largest at the top, None left out

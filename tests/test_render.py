@@ -1,0 +1,236 @@
+"""Rendered site: golden pages (compared as parsed HTML structure), determinism, escaping, every section.
+
+Regenerate the golden pages after an intended change, then review the diff:
+    PERFREPORT_REGEN_GOLDEN=1 .venv/bin/pytest tests/test_render.py && git diff tests/golden/site
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EVIL_FIELD, EVIL_KERNEL
+
+from perfreport.render import RenderResult, report_render
+
+GOLDEN = Path(__file__).parent / "golden" / "site"
+CAMPAIGN = "h200-decoder-layer"
+PAGES = ["01-summary.html", "02-serving.html", "03-step-budget.html", "04-time-share.html", "05-roofline.html",
+         "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html"]
+KEPT_ATTRS = ("id", "class", "href", "src", "rel", "lang", "charset")
+
+
+class Outline(HTMLParser):
+    """Element structure: start/end tags with stable attributes, whitespace-normalized text, plotly figures."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.items: list[Any] = []
+        self._script: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.items.append(["<" + tag, {k: v for k, v in attrs if k in KEPT_ATTRS}])
+        if tag == "script":
+            self._script = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script" and self._script is not None:
+            body, self._script = "".join(self._script), None
+            if "Plotly.newPlot(" in body:
+                self.items.append(["plotly", *plotly_args(body)])
+        self.items.append(["/" + tag])
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self._script.append(data)
+        elif text := " ".join(data.split()):
+            self.items.append(["text", text])
+
+
+def plotly_args(script: str) -> list[Any]:
+    """The (div id, data, layout) a Plotly.newPlot call receives, parsed as JSON."""
+    decoder = json.JSONDecoder()
+    rest = script[script.index("Plotly.newPlot(") + len("Plotly.newPlot("):]
+    args = []
+    for _ in range(3):
+        rest = rest.lstrip().lstrip(",").lstrip()
+        value, end = decoder.raw_decode(rest)
+        args.append(value)
+        rest = rest[end:]
+    return args
+
+
+def outline(html: str) -> list[Any]:
+    parser = Outline()
+    parser.feed(html)
+    return parser.items
+
+
+def assert_same(actual: Any, expected: Any, path: str = "") -> None:
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and sorted(actual) == sorted(expected), path
+        for k in expected:
+            assert_same(actual[k], expected[k], f"{path}.{k}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list), path
+        assert len(actual) == len(expected), f"{path}: {actual!r:.300} != {expected!r:.300}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, e, f"{path}[{i}]")
+    elif isinstance(expected, float):
+        assert actual == pytest.approx(expected, rel=1e-6), path
+    else:
+        assert actual == expected, path
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _page(result: RenderResult, name: str) -> str:
+    return (result.campaign_site / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", ["index.html", *PAGES])
+def test_golden_pages(example_site: RenderResult, page: str) -> None:
+    actual = example_site.site_dir / page if page == "index.html" else example_site.campaign_site / page
+    golden = GOLDEN / page if page == "index.html" else GOLDEN / CAMPAIGN / page
+    if os.environ.get("PERFREPORT_REGEN_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(actual, golden)
+    assert_same(outline(actual.read_text(encoding="utf-8")), outline(golden.read_text(encoding="utf-8")), page)
+
+
+def test_site_layout(example_site: RenderResult) -> None:
+    site = example_site.site_dir
+    assert (site / "static" / "plotly.min.js").stat().st_size > 1_000_000
+    assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES)
+    manifest = json.loads((example_site.campaign_site / "site.json").read_text())
+    assert manifest["pages"] == PAGES and manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024"]
+    for page in PAGES:
+        html = _page(example_site, page)
+        assert '<script src="../static/plotly.min.js"></script>' in html
+        assert not re.search(r'(src|href)="(https?:)?//', html), page  # nothing fetched from a network
+        for link in re.findall(r'href="(?!data:)([^"#]+)"', html):
+            assert (example_site.campaign_site / link).resolve().is_file(), f"{page}: broken link {link}"
+
+
+def test_every_table_has_csv_and_json_next_to_its_page(example_site: RenderResult) -> None:
+    for page in PAGES:
+        html = _page(example_site, page)
+        tables = re.findall(r'<section class="table" id="table-([^"]+)">', html)
+        assert tables, page
+        for table in tables:
+            stem = f"{page[:-5]}.{table}"
+            doc = json.loads((example_site.campaign_site / f"{stem}.json").read_text())
+            rows = list(csv.DictReader((example_site.campaign_site / f"{stem}.csv").open()))
+            assert doc["schema_version"] == 1 and len(doc["rows"]) == len(rows), stem
+            assert f'href="{stem}.csv"' in html and f'href="{stem}.json"' in html
+
+
+def test_render_is_deterministic(example_campaign: Path, example_site: RenderResult, tmp_path: Path) -> None:
+    again = report_render(example_campaign, tmp_path / "site")
+    assert _files(again.site_dir) == _files(example_site.site_dir)
+    report_render(example_campaign, tmp_path / "site")
+    assert _files(again.site_dir) == _files(example_site.site_dir)
+
+
+def test_roofline_page_counts_and_chart(example_site: RenderResult) -> None:
+    html = _page(example_site, "05-roofline.html")
+    figures = [i for i in outline(html) if i[0] == "plotly"]
+    assert [f[1] for f in figures] == ["roofline"]
+    data = figures[0][2]
+    filled = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle")
+    hollow = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle-open")
+    assert (filled, hollow) == (18, 18)
+    assert "kernels with measured arithmetic intensity (18)" in html and "kernels without it (18;" in html
+
+
+def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -> None:
+    serving = _page(example_site, "02-serving.html")
+    assert "No data yet." in serving and "inference_perfbench_v1.json" in serving and "results" in serving
+    steps = _page(example_site, "03-step-budget.html")
+    assert "No data yet." in steps and "Kernel work is moot when host-bound" in steps
+    times = _page(example_site, "04-time-share.html")
+    assert "import_nsys" in times and "NOT a time share" in times
+    frontier = _page(example_site, "07-frontier.html")
+    assert 'id="verdict-label">DRAFT<' in frontier and "krhpa:" in frontier
+    summary = _page(example_site, "01-summary.html")
+    assert "no time shares imported: the longest ncu-measured kernel under 50% of its roof" in summary
+    assert "workload.isl: 2048 vs 1024" in summary  # the two cells are not compared silently
+
+
+def test_filled_campaign_renders_every_section(rich_site: RenderResult) -> None:
+    names = sorted(p.name for p, _ in rich_site.pages)
+    assert "compare-workload.concurrency-1.html" in names and "cell-decode-b16-kv2048-c32.html" in names
+    serving = _page(rich_site, "02-serving.html")
+    assert "No data yet." not in serving and "output_throughput_tok_s" in serving
+    assert {i[1] for i in outline(serving) if i[0] == "plotly"} == {"serving-throughput", "serving-ttft",
+                                                                      "serving-tpot"}
+    steps = _page(rich_site, "03-step-budget.html")
+    assert "host-bound: the host gap is" in steps and "step-budget-chart" in steps
+    summary = _page(rich_site, "01-summary.html")
+    assert "largest Amdahl bound" in summary and "torch" in summary
+    assert 'href="compare-workload.concurrency-1.html"' in summary
+    compare = _page(rich_site, "compare-workload.concurrency-1.html")
+    assert "except <strong>workload.concurrency</strong>" in compare
+    frontier = _page(rich_site, "07-frontier.html")
+    assert "fp8 weights" in frontier and "Amdahl bound (time share x distance to roof)" in frontier
+    times = _page(rich_site, "04-time-share.html")
+    assert "cells without one: decode-b16-kv2048, decode-b16-kv2048-c32" in times
+    index = (rich_site.site_dir / "index.html").read_text()
+    assert 'href="rich-campaign/01-summary.html"' in index
+
+
+def test_index_lists_every_campaign_in_the_site(example_campaign: Path, rich_campaign: Path, tmp_path: Path) -> None:
+    report_render(example_campaign, tmp_path)
+    result = report_render(rich_campaign, tmp_path)
+    index = result.index_path.read_text()
+    assert index.index("h200-decoder-layer/01-summary.html") < index.index("rich-campaign/01-summary.html")
+    assert (tmp_path / "static" / "plotly.min.js").is_file()
+
+
+def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
+    for path, _ in evil_site.pages:
+        html = path.read_text()
+        assert "<img" not in html, path.name
+        assert html.count("</script>") == html.count("<script"), path.name
+        assert 'alert("field")</script>' not in html
+    internals = _page(evil_site, "06-kernel-internals.html")
+    assert "&lt;img" in internals  # the function (whitespace-normalized by the warehouse), escaped
+    texts = [i[1] for i in outline(_page(evil_site, "01-summary.html")) if i[0] == "text"]
+    assert EVIL_FIELD in texts
+    cell = outline(_page(evil_site, "cell-decode-b16-kv2048.html"))
+    assert any(i[0] == "text" and EVIL_KERNEL in i[1] for i in cell)
+    figure = next(i for i in cell if i[0] == "plotly")
+    assert "&lt;img" in json.dumps(figure)
+
+
+def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from perfreport.cli import cli
+
+    out = tmp_path / "site"
+    result = CliRunner().invoke(cli, ["report_render", "--campaign", str(example_campaign), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "05-roofline.html" in result.output and "9 pages" in result.output
+    assert f"index: {out / 'index.html'}" in result.output.replace("\n", "")
+    assert (out / CAMPAIGN / "01-summary.html").is_file()
+
+
+def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
+    from perfreport.campaign import campaign_init
+
+    camp = tmp_path / "empty-campaign"
+    campaign_init(camp)
+    result = report_render(camp, tmp_path / "site")
+    assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html"])
+    assert "kernels with measured arithmetic intensity (0)" in _page(result, "05-roofline.html")
+    assert "No data yet." in _page(result, "04-time-share.html")
