@@ -77,7 +77,7 @@ CONTEXT_FIELDS: dict[str, dict[str, Check]] = {
 }
 TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
             "krhpa")
-CELL_KEYS = ("id", "description", "captures", "context")
+CELL_KEYS = ("id", "description", "captures", "timelines", "samples", "context")
 
 
 @dataclass
@@ -88,6 +88,8 @@ class Cell:
     description: str | None = None
     captures: list[str] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
+    timelines: list[str] = field(default_factory=list)  # nsys / PyTorch-profiler kernel timelines
+    samples: list[str] = field(default_factory=list)  # continuous-profiler sample counts
 
     def effective_context(self, campaign: Campaign) -> dict[str, Any]:
         """Return the campaign context deep-merged with this cell's override (nulls never override)."""
@@ -100,6 +102,14 @@ class Cell:
     def capture_paths(self, campaign: Campaign) -> list[Path]:
         """Return the captures resolved against the campaign folder (existence is checked on import)."""
         return [(campaign.dir / c).resolve() for c in self.captures]
+
+    def timeline_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the timeline files (nsys, torch trace) resolved against the campaign folder."""
+        return [(campaign.dir / c).resolve() for c in self.timelines]
+
+    def sample_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the sample-count files resolved against the campaign folder."""
+        return [(campaign.dir / c).resolve() for c in self.samples]
 
 
 @dataclass
@@ -248,9 +258,11 @@ class _Walk:
             if description is not None and (expected := _text(description)):
                 self.bad(f"{path}.description", expected, description)
             captures = self._captures(item.get("captures"), f"{path}.captures")
+            timelines = self._captures(item.get("timelines"), f"{path}.timelines")
+            samples = self._captures(item.get("samples"), f"{path}.samples")
             context = self.context(item.get("context"), f"{path}.context")
             if cell_id is not None:
-                cells.append(Cell(cell_id, description, captures, context))
+                cells.append(Cell(cell_id, description, captures, context, timelines, samples))
         return cells
 
     def _cell_id(self, item: Mapping[str, Any], path: str, seen: dict[str, int], index: int) -> str | None:

@@ -199,12 +199,15 @@ def bundle_init_cmd(bundle_id: str, root: Path) -> None:
               help="Site root for the rendered campaign.")
 def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
     """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
-    from perfreport.importer import import_campaign
+    from perfreport.importer import ImportResult, import_campaign
     from perfreport.render import report_render
-    from perfreport.summary import print_import_summary, print_render_summary
+    from perfreport.summary import print_import_summary, print_render_summary, print_timeshare_summary
 
     for result in import_campaign(campaign_dir):
-        print_import_summary(result, as_json=False)
+        if isinstance(result, ImportResult):
+            print_import_summary(result, as_json=False)
+        else:
+            print_timeshare_summary(result)
     print_render_summary(report_render(campaign_dir, out_dir))
 
 

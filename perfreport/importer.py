@@ -131,11 +131,19 @@ def _internals(k: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def import_campaign(campaign_dir: Path, strict: bool = False) -> list[ImportResult]:
-    """Import the `captures:` of every cell of a campaign (what `make demo` runs)."""
+def import_campaign(campaign_dir: Path, strict: bool = False) -> list[Any]:
+    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace) and `samples:` (`make demo`)."""
+    from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
+
     campaign: Campaign = load_campaign(campaign_dir, strict=strict)
-    results = []
+    results: list[Any] = []
     for cell in campaign.cells:
         for capture in cell.capture_paths(campaign):
             results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict))
+        for timeline in cell.timeline_paths(campaign):
+            is_torch = timeline.name.endswith((".json", ".json.gz"))
+            importer = import_torch_trace if is_torch else import_nsys
+            results.append(importer(campaign_dir, cell.id, timeline))
+        for samples in cell.sample_paths(campaign):
+            results.append(import_samples(campaign_dir, cell.id, samples))
     return results
