@@ -11,13 +11,14 @@ from perfreport.ncu.model import Capture, KernelLaunch
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
 STAT_FIELDS = (
     "duration_ns", "dram_bytes", "l2_bytes", "l1_bytes", "arithmetic_intensity", "ai_l2", "ai_l1",
-    "achieved_tflops", "achieved_dram_tbps", "sol_pct", "compute_pct_of_peak", "dram_pct_of_peak",
+    "achieved_tflops", "achieved_dram_tbps", "sol_pct", "family_sol_pct", "compute_pct_of_peak", "dram_pct_of_peak",
     "ridge_ai", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct",
     "achieved_occupancy_pct", "theoretical_occupancy_pct", "achieved_active_warps_per_sm",
     "regs_per_thread", "smem_per_block_bytes", "branch_efficiency_pct", "branch_divergence_pct", "sm_hz",
 )
 # Fields that must agree across launches of one kernel: taken from the first launch.
 CONSTANT_FIELDS = ("family", "tensor_dtype", "block_limits", "block_limit_factor", "sol_ceiling_key",
+                   "family_ceiling_key",
                    "dram_bytes_method")
 
 

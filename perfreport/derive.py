@@ -18,6 +18,7 @@ from perfreport.ncu.model import KernelLaunch
 BOUND_HIGH_PCT = 60.0
 LATENCY_LOW_PCT = 40.0
 TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
+MEMORY_FAMILY = "copy"  # its category_ceiling_map entry is the DRAM roof (hbm_tbps)
 FLOAT_TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp8_sparse", "fp64")
 
 
@@ -229,13 +230,29 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext) -> dict[str, Any]:
         "branch_efficiency_pct": _get(launch, s["branch_efficiency_pct"]),
         "branch_divergence_pct": _divergence(launch, cat),
     }
-    row.update(_sol(ref, tflops, tbps))
+    family_sol = _sol(ref, tflops, tbps)
+    row["family_sol_pct"], row["family_ceiling_key"] = family_sol["sol_pct"], family_sol["sol_ceiling_key"]
+    row.update(_sol(_binding_roof(ctx, ref, ai), tflops, tbps))
     row["bound"], row["bound_reason"] = verdict(row)
     return row
 
 
+def _binding_roof(ctx: DeriveContext, ref: CeilingRef | None, ai: float | None) -> CeilingRef | None:
+    """The roof that binds at this kernel's measured AI: the memory roof left of the ridge, else the family's.
+
+    A decode GEMM at 16 FLOP/B cannot reach the bf16 tensor peak; its speed of light is HBM bandwidth. Without
+    measured AI the family ceiling stands (and its %SoL is null where FLOPs or bytes are missing).
+    """
+    if ref is None or ref.kind != "compute" or ai is None:
+        return ref
+    mem = ctx.ceilings.ceiling_for(ctx.hardware, MEMORY_FAMILY, None)
+    if mem is None or mem.kind != "memory" or ai * mem.value >= ref.value:
+        return ref
+    return mem
+
+
 def _sol(ref: CeilingRef | None, tflops: float | None, tbps: float | None) -> dict[str, Any]:
-    """%SoL against the family ceiling from sol-ceilings.yaml, with its key path."""
+    """%SoL against one ceiling from sol-ceilings.yaml, with its key path."""
     if ref is None:
         return {"sol_pct": None, "sol_ceiling_key": None}
     if ref.kind == "compute":
