@@ -16,6 +16,7 @@ from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
 from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch
+from perfreport.ncu.names import function_name
 from perfreport.ncu.sets import infer_section_set
 
 MAGIC = b"NVR\x00"
@@ -79,12 +80,6 @@ def _session_facts(path: Path) -> tuple[str | None, str | None]:
     return version, cmdline
 
 
-def _function_name(demangled: str) -> str:
-    from perfreport.ncu.names import function_name
-
-    return function_name(demangled)
-
-
 def _launch(act: Any, index: int, needed: list[str]) -> KernelLaunch:
     import ncu_report
 
@@ -121,7 +116,7 @@ def _launch(act: Any, index: int, needed: list[str]) -> KernelLaunch:
     return KernelLaunch(
         launch_id=index,
         name=demangled,
-        function=act.name(ncu_report.IAction.NameBase_FUNCTION) or _function_name(demangled),
+        function=act.name(ncu_report.IAction.NameBase_FUNCTION) or function_name(demangled),
         mangled=act.name(ncu_report.IAction.NameBase_MANGLED) or None,
         process_id=attr("launch__process_id") if act.metric_by_name("launch__process_id") else "",
         context=attr("launch__context_id"),
@@ -176,13 +171,13 @@ def read_rep(path: Path) -> Capture:
                 if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
                     raise InputError(
                         f"report '{path}': kernel #{len(launches)} has no name: the file is truncated or damaged "
-                        f"({plain_size(path)} bytes). Copy the report again after ncu prints '==PROF== Report:'."
+                        f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
                     )
                 launches.append(_launch(act, len(launches), needed))
                 sections.update(s.identifier() for s in act.sections())
     if not launches:
         raise InputError(
-            f"report '{path}': holds no profiled kernel ({plain_size(path)} bytes): the file is truncated, "
+            f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
             f"was copied while ncu was still writing it, or the capture matched no kernel. Re-copy the "
             f"report after ncu prints '==PROF== Report:', or re-capture with a --kernel-name that matches."
         )
@@ -198,8 +193,3 @@ def read_rep(path: Path) -> Capture:
         launches=launches,
         command_line=cmdline,
     )
-
-
-def plain_size(path: Path) -> int:
-    """Size of the file on disk."""
-    return path.stat().st_size
