@@ -211,6 +211,54 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
     print_render_summary(report_render(campaign_dir, out_dir))
 
 
+@cli.command(name="publish_to_lake")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder whose imported cells are published. Example: campaigns/h200-decoder-layer")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder (catalog.db + warehouse/); env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--strict", is_flag=True, help="Any gate problem (missing context, unmeasured %SoL) fails; nothing "
+                                             "is written.")
+@click.option("--dry-run", is_flag=True, help="Run the gate and print what would be written; write nothing.")
+@click.option("--who", default=None, help="Publisher recorded in the ledger (default: env USER). Example: --who ana")
+def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_run: bool, who: str | None) -> None:
+    """Publish a campaign's kernels, cells and captures to the Iceberg lake (one commit per table).
+
+    \b
+    Example:
+      perftunereport publish_to_lake --campaign campaigns/h200-decoder-layer --lake lake --dry-run
+    """
+    from perfreport.lake.writer import publish_summary, publish_to_lake
+
+    click.echo(publish_summary(publish_to_lake(campaign_dir, lake=lake, strict=strict, dry_run=dry_run, who=who)))
+
+
+@cli.group(name="lake")
+def lake_group() -> None:
+    """The Iceberg lake written by publish_to_lake (docs/lake.md)."""
+
+
+@lake_group.command(name="query")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="Output format. Example: --format csv")
+@click.argument("sql")
+def lake_query_cmd(lake: str | None, fmt: str, sql: str) -> None:
+    """Run DuckDB SQL over the lake tables kernels, cells, captures, publications (current snapshots).
+
+    Example: perftunereport lake query --lake lake
+    "SELECT cell_id, kernel_id, sol_pct FROM kernels WHERE family = 'gemm' ORDER BY sol_pct DESC"
+    """
+    from perfreport.lake.query import lake_query, to_csv, to_json
+    from perfreport.summary import print_query_result
+
+    result = lake_query(lake, sql)
+    if fmt == "table":
+        print_query_result(result, as_json=False)
+    else:
+        click.echo(to_csv(result) if fmt == "csv" else to_json(result), nl=fmt == "json")
+
+
 def main() -> None:
     """Entry point for `python -m perfreport`."""
     cli()

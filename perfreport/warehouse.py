@@ -249,16 +249,21 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [f"{name} ({'view' if kind == 'VIEW' else 'table'}): {cols}" for name, kind, cols in rows]
 
 
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> QueryResult:
+    """Execute sql and collect columns, DuckDB types and rows (raises duckdb.Error for the caller to explain)."""
+    cursor = con.execute(sql)
+    if cursor.description is None:
+        return QueryResult([], [])
+    columns = [d[0] for d in cursor.description]
+    types = [str(d[1]) for d in cursor.description]
+    return QueryResult(columns, [tuple(r) for r in cursor.fetchall()], types)
+
+
 def query(campaign_dir: Path, sql: str) -> QueryResult:
     """Run sql over the campaign's tables and views; a SQL error lists what can be queried."""
     con = open_campaign(campaign_dir)
     try:
-        cursor = con.execute(sql)
-        if cursor.description is None:
-            return QueryResult([], [])
-        columns = [d[0] for d in cursor.description]
-        types = [str(d[1]) for d in cursor.description]
-        return QueryResult(columns, [tuple(r) for r in cursor.fetchall()], types)
+        return run_sql(con, sql)
     except duckdb.Error as exc:
         listing = "\n".join(f"  {line}" for line in describe(con))
         raise PerfReportError(
