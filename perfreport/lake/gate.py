@@ -1,0 +1,149 @@
+"""Full-context gate: every descriptor field and every published %SoL must be filled before a clean publish.
+
+A problem is a string that starts with its path (``cells[<id>].context.<section>.<field>: missing``) so one
+error can list them all at once. Context problems make a cell's rows ``context_complete = false``; kernel
+problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's row only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfreport.campaign import CONTEXT_FIELDS, Campaign, Cell, load_campaign, missing_context_fields
+from perfreport.cells import FILE_NAME, read_cell
+from perfreport.errors import ConfigError, PerfReportError
+
+PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
+# Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
+ZERO_IMPOSSIBLE = frozenset(
+    name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
+    if check(0) is not None and check(1) is None
+)
+FULL_SETS = frozenset({"full", "roofline", "detailed"})
+
+
+class GateError(ConfigError):
+    """publish --strict found problems: every one is listed, nothing was written."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        PerfReportError.__init__(self, (
+            f"{source}: {len(self.problems)} problem(s):\n{lines}\nNothing was written. Fill these fields in "
+            f"config.yaml (re-capture with --set full for a null %SoL), or publish without --strict to record "
+            f"them with context_complete = false."))
+
+
+@dataclass
+class CellCheck:
+    """The gate's verdict on one cell: context problems, and problems per kernel id."""
+
+    cell_id: str
+    context: dict[str, Any]
+    context_problems: list[str] = field(default_factory=list)
+    kernel_problems: dict[str, list[str]] = field(default_factory=dict)
+    kernel_notes: dict[str, str] = field(default_factory=dict)  # kernel id -> why sol_pct is null
+    ncu: dict[str, Any] | None = None  # the cell's ncu_kernels.json, None when not imported
+
+    @property
+    def context_complete(self) -> bool:
+        """True when every descriptor field holds a real value."""
+        return not self.context_problems
+
+    def problems(self) -> list[str]:
+        """Return every problem of this cell: context first, then kernels in id order."""
+        out = list(self.context_problems)
+        for kid in sorted(self.kernel_problems):
+            out += self.kernel_problems[kid]
+        return out
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    if value is None:
+        return "missing"
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return "empty"
+        if text.lower() in PLACEHOLDERS:
+            return f"placeholder {value!r}; write the real value"
+    if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
+        return f"{value!r} is impossible here (expected > 0); write the real value"
+    return None
+
+
+def _context_problems(prefix: str, ctx: dict[str, Any]) -> list[str]:
+    missing = set(missing_context_fields(ctx))
+    problems = []
+    for section, fields in CONTEXT_FIELDS.items():
+        values = ctx.get(section) or {}
+        for name in fields:
+            path = f"{section}.{name}"
+            why = "missing" if path in missing else _value_problem(name, values.get(name))
+            if why:
+                problems.append(f"{prefix}.context.{path}: {why}")
+    return problems
+
+
+def _null_sol_reason(kernel: dict[str, Any], section_set: str | None) -> str | None:
+    if section_set is not None and section_set not in FULL_SETS:
+        return f"not measured ({section_set} set)"
+    if not kernel.get("ai_measured") and kernel.get("flops") is None:
+        return "not measured (no FLOP counters in the capture)"
+    return None
+
+
+def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None:
+    grounding = check.context.get("grounding") or {}
+    sets = {s.get("id"): s.get("section_set") for s in ncu.get("sources", [])}
+    for k in ncu.get("kernels", []):
+        kid = str(k.get("id"))
+        kpath = f"{prefix}.kernels[{kid}]"
+        problems: list[str] = []
+        if k.get("sol_pct") is None:
+            reason = _null_sol_reason(k, sets.get(k.get("source")))
+            if reason:
+                check.kernel_notes[kid] = reason
+                problems.append(f"{kpath}.sol_pct: {reason}")
+            else:
+                problems.append(f"{kpath}.sol_pct: null and the row does not say why; re-import the capture")
+        else:
+            if not k.get("sol_ceiling_key"):
+                problems.append(f"{kpath}.sol_ceiling_key: missing; a %SoL needs the ceiling it divides by")
+            for name in ("sol_rigor", "trials"):
+                if _value_problem(name, grounding.get(name)):
+                    problems.append(f"{kpath}.{name}: missing; a published %SoL needs "
+                                    f"context.grounding.{name}")
+        if problems:
+            check.kernel_problems[kid] = problems
+
+
+def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
+    """Check one cell's effective context and its imported kernels."""
+    prefix = f"cells[{cell.id}]"
+    ctx = cell.effective_context(campaign)
+    check = CellCheck(cell.id, ctx, _context_problems(prefix, ctx))
+    check.ncu = read_cell(cell.cell_dir(campaign) / FILE_NAME)
+    if check.ncu is None:
+        check.context_problems.append(
+            f"{prefix}: no {FILE_NAME} (nothing imported); run `perftunereport import_ncu --campaign "
+            f"{campaign.dir} --cell-id {cell.id} --bundle ...` first")
+    else:
+        _kernel_problems(check, prefix, check.ncu)
+    return check
+
+
+def check_campaign(campaign: Campaign, cell_ids: list[str] | None = None) -> list[CellCheck]:
+    """Check the chosen cells (all by default) in config order."""
+    cells = [campaign.cell(c) for c in cell_ids] if cell_ids else campaign.cells
+    return [check_cell(campaign, cell) for cell in cells]
+
+
+def context_problems(campaign: Campaign | Path) -> dict[str, list[str]]:
+    """Return every problem per cell id (empty lists for clean cells), context and kernels alike."""
+    if not isinstance(campaign, Campaign):
+        campaign = load_campaign(Path(campaign))
+    return {c.cell_id: c.problems() for c in check_campaign(campaign)}

@@ -1,0 +1,179 @@
+"""Lake rows: explicit pyarrow schemas for the four tables and the gate-checked rows that fill them.
+
+Unmeasured values stay null (never 0). Descriptor fields are flattened into columns named after the field
+(``model``, ``tp``, ``isl``, ...); the full effective context also travels as sorted JSON in ``cells``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from perfreport.campaign import CONTEXT_FIELDS, Campaign
+from perfreport.lake.gate import CellCheck
+
+BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
+FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
+INT_FIELDS = frozenset({"tp", "dp", "pp", "ep", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                        "isl", "osl", "concurrency", "num_prompts", "trials"})
+
+
+def _descriptor_type(name: str) -> pa.DataType:
+    if name in BOOL_FIELDS:
+        return pa.bool_()
+    if name in FLOAT_FIELDS:
+        return pa.float64()
+    return pa.int64() if name in INT_FIELDS else pa.string()
+
+
+DESCRIPTOR = [(name, _descriptor_type(name)) for fields in CONTEXT_FIELDS.values() for name in fields]
+KEYS = [pa.field("campaign", pa.string(), nullable=False), pa.field("cell_id", pa.string(), nullable=False)]
+GATE = [("context_complete", pa.bool_()), ("problems", pa.list_(pa.string())), ("publication_id", pa.string())]
+
+KERNEL_MEASURES: list[tuple[str, pa.DataType]] = [
+    ("launches", pa.int64()), ("duration_ns", pa.float64()), ("flops_total", pa.float64()),
+    ("dram_bytes", pa.float64()), ("arithmetic_intensity", pa.float64()), ("ai_measured", pa.bool_()),
+    ("achieved_tflops", pa.float64()), ("sol_pct", pa.float64()), ("sol_ceiling_key", pa.string()),
+    ("sol_pct_note", pa.string()), ("sm_throughput_pct", pa.float64()), ("dram_throughput_pct", pa.float64()),
+    ("achieved_occupancy_pct", pa.float64()), ("theoretical_occupancy_pct", pa.float64()),
+    ("regs_per_thread", pa.float64()), ("smem_per_block_bytes", pa.float64()), ("block_limit_factor", pa.string()),
+    ("bound", pa.string()),
+]
+KERNELS = pa.schema(KEYS + [
+    pa.field("kernel_id", pa.string(), nullable=False), ("name", pa.string()), ("function", pa.string()),
+    ("family", pa.string()), ("source_id", pa.string()), ("source_file", pa.string()),
+    ("source_sha256", pa.string()), ("ncu_version", pa.string()), ("section_set", pa.string()),
+    *KERNEL_MEASURES, *DESCRIPTOR, *GATE,
+])
+CELLS = pa.schema(KEYS + [("description", pa.string()), ("kernel_count", pa.int64()), *DESCRIPTOR,
+                          ("context_json", pa.string()), *GATE])
+CAPTURES = pa.schema(KEYS + [
+    pa.field("source_id", pa.string(), nullable=False), ("file", pa.string()), ("sha256", pa.string()),
+    ("format", pa.string()), ("ncu_version", pa.string()), ("gpu", pa.string()), ("section_set", pa.string()),
+    ("kernels", pa.int64()), ("publication_id", pa.string()),
+])
+PUBLICATIONS = pa.schema([
+    pa.field("publication_id", pa.string(), nullable=False), pa.field("campaign", pa.string(), nullable=False),
+    ("cells", pa.list_(pa.string())), ("kernel_rows", pa.int64()), ("cell_rows", pa.int64()),
+    ("capture_rows", pa.int64()), ("incomplete_cells", pa.int64()), ("problem_count", pa.int64()),
+    ("rejected", pa.list_(pa.string())), ("strict", pa.bool_()), ("who", pa.string()),
+    ("published_at", pa.timestamp("us", tz="UTC")),
+])
+SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "publications": PUBLICATIONS}
+
+
+@dataclass
+class Rows:
+    """Rows of one publish, per table, before the publication id is stamped on them."""
+
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    captures: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    def publication_id(self, campaign: str) -> str:
+        """Return a content hash of every row: the same content published twice has the same id."""
+        body = json.dumps({"campaign": campaign, "kernels": self.kernels, "cells": self.cells,
+                           "captures": self.captures, "rejected": self.rejected},
+                          sort_keys=True, ensure_ascii=False, default=str)
+        return "pub-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
+
+    def stamp(self, publication_id: str) -> None:
+        """Set publication_id on every row."""
+        for row in (*self.kernels, *self.cells, *self.captures):
+            row["publication_id"] = publication_id
+
+
+def _typed(value: Any, typ: pa.DataType) -> Any:
+    """Return value when it fits typ, else None (a placeholder string never lands in a numeric column)."""
+    if value is None:
+        return None
+    if pa.types.is_boolean(typ):
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if pa.types.is_integer(typ):
+        return int(value) if isinstance(value, int | float) and float(value).is_integer() else None
+    if pa.types.is_floating(typ):
+        return float(value) if isinstance(value, int | float) else None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def descriptor(ctx: dict[str, Any]) -> dict[str, Any]:
+    """Flatten the effective context into one typed column per descriptor field."""
+    flat = {name: (ctx.get(section) or {}).get(name) for section, fields in CONTEXT_FIELDS.items()
+            for name in fields}
+    return {name: _typed(flat[name], typ) for name, typ in DESCRIPTOR}
+
+
+def _kernel_row(campaign: Campaign, check: CellCheck, k: dict[str, Any], src: dict[str, Any],
+                desc: dict[str, Any]) -> dict[str, Any]:
+    kid = str(k["id"])
+    flops = k.get("flops")
+    raw = {**k, "flops_total": flops.get("total") if isinstance(flops, dict) else None,
+           "sol_pct_note": check.kernel_notes.get(kid)}
+    measures = {name: _typed(raw.get(name), typ) for name, typ in KERNEL_MEASURES}
+    return {
+        "campaign": campaign.id, "cell_id": check.cell_id, "kernel_id": kid, "name": k.get("name"),
+        "function": k.get("function"), "family": k.get("family"), "source_id": k.get("source"),
+        "source_file": src.get("file"), "source_sha256": src.get("sha256"), "ncu_version": src.get("ncu_version"),
+        "section_set": src.get("section_set"), **measures, **desc,
+        "context_complete": check.context_complete,
+        "problems": check.context_problems + check.kernel_problems.get(kid, []),
+    }
+
+
+def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
+    """Turn gate-checked cells into table rows; a kernel without an id is rejected with its reason."""
+    rows = Rows()
+    for check in checks:
+        desc = descriptor(check.context)
+        ncu = check.ncu or {}
+        sources = {s["id"]: s for s in ncu.get("sources", [])}
+        kernels = ncu.get("kernels", [])
+        cell = campaign.cell(check.cell_id)
+        rows.cells.append({
+            "campaign": campaign.id, "cell_id": check.cell_id, "description": cell.description,
+            "kernel_count": len(kernels) if check.ncu is not None else None, **desc,
+            "context_json": json.dumps(check.context, sort_keys=True, ensure_ascii=False),
+            "context_complete": check.context_complete, "problems": check.problems(),
+        })
+        for sid in sorted(sources):
+            s = sources[sid]
+            rows.captures.append({
+                "campaign": campaign.id, "cell_id": check.cell_id, "source_id": sid,
+                **{c: _typed(s.get(c), CAPTURES.field(c).type)
+                   for c in ("file", "sha256", "format", "ncu_version", "gpu", "section_set", "kernels")},
+            })
+        for i, k in enumerate(kernels):
+            if not k.get("id"):
+                rows.rejected.append(f"cells[{check.cell_id}].kernels[{i}]: no kernel id; re-import the cell")
+                continue
+            rows.kernels.append(_kernel_row(campaign, check, k, sources.get(k.get("source"), {}), desc))
+    rows.kernels.sort(key=lambda r: (r["cell_id"], r["kernel_id"]))
+    rows.cells.sort(key=lambda r: r["cell_id"])
+    rows.captures.sort(key=lambda r: (r["cell_id"], r["source_id"]))
+    return rows
+
+
+def to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Build a pyarrow table with the table's explicit schema (missing keys become null)."""
+    schema = SCHEMAS[table]
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def publication_row(campaign: str, publication_id: str, rows: Rows, checks: list[CellCheck], strict: bool,
+                    who: str, when: datetime) -> dict[str, Any]:
+    """Return the ledger row: what was published, how complete it was, who and when (captured facts)."""
+    return {
+        "publication_id": publication_id, "campaign": campaign, "cells": [c.cell_id for c in checks],
+        "kernel_rows": len(rows.kernels), "cell_rows": len(rows.cells), "capture_rows": len(rows.captures),
+        "incomplete_cells": sum(not c.context_complete for c in checks),
+        "problem_count": sum(len(c.problems()) for c in checks), "rejected": rows.rejected, "strict": strict,
+        "who": who, "published_at": when,
+    }
