@@ -69,6 +69,8 @@ NCU_KERNEL_FIELDS: list[tuple[str, str, str]] = [
     ("warp_stalls_pct", "warp_stalls_pct", "JSON"), ("branch_divergence_pct", "branch_divergence_pct", "DOUBLE"),
     ("bound", "bound", "VARCHAR"), ("bound_reason", "bound_reason", "VARCHAR"), ("ncu_peaks", "ncu_peaks", "JSON"),
     ("stats", "stats", "JSON"), ("per_launch", "per_launch", "JSON"),
+    ("l2_bytes", "l2_bytes", "DOUBLE"), ("l1_bytes", "l1_bytes", "DOUBLE"),
+    ("ai_l2", "ai_l2", "DOUBLE"), ("ai_l1", "ai_l1", "DOUBLE"),
 ]
 TIMELINE_SOURCE_FIELDS: list[tuple[str, str, str]] = [
     ("id", "source", "VARCHAR"), ("file", "file", "VARCHAR"), ("format", "source_format", "VARCHAR"),

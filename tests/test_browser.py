@@ -110,7 +110,8 @@ def test_roofline_draws_filled_and_hollow_points(browser: Any, example_site: Ren
         assert (filled, hollow) == (with_ai, without_ai) == (18, 18)
         assert visit.page.locator("#roofline path.point").count() == with_ai + without_ai
         roofs = {t["name"] for t in traces if t["mode"] == "lines"}
-        assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops"}
+        assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops",
+                         "h200_sm90.empirical.l2_tbps"}
         assert visit.page.get_by_text("AI unmeasured band").count() == 1
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "05-roofline.png"
