@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from perfreport.cli import cli
 from perfreport.importer import import_campaign
 from perfreport.render import RenderResult, report_render
 
@@ -109,3 +111,28 @@ def rich_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def rich_site(rich_campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
     """The rich campaign rendered into a tmp site/."""
     return report_render(rich_campaign, tmp_path_factory.mktemp("rich-site"))
+
+
+ONE_CELL_CONFIG = """schema_version: 1
+campaign: t-campaign
+hardware: h200_sm90
+sol_rigor: L2
+cells:
+  - id: c1
+    description: test cell
+"""
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path) -> Path:
+    """An empty one-cell campaign (`c1`, hardware h200_sm90) in tmp_path."""
+    d = tmp_path / "camp"
+    d.mkdir()
+    (d / "config.yaml").write_text(ONE_CELL_CONFIG)
+    return d
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """Invoke the CLI in-process; return (exit code, output)."""
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 
 from perfreport.cells import load_schema
-from perfreport.cli import cli
 
 TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"
@@ -28,17 +27,7 @@ cells:
 """
 
 
-@pytest.fixture()
-def campaign(tmp_path: Path) -> Path:
-    d = tmp_path / "camp"
-    d.mkdir()
-    (d / "config.yaml").write_text(CONFIG)
-    return d
-
-
-def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
+_run = run_cli
 
 
 def _files(root: Path) -> list[str]:

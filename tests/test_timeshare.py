@@ -10,9 +10,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 
-from perfreport.cli import cli
 from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
 from perfreport.timeshare.store import load_schema
 
@@ -25,22 +24,11 @@ SQLITE = NSYS / "h200_workload_as_nsys_export.sqlite"
 TRACE = DATA / "torch" / "workload_torch_trace.json.gz"
 SAMPLES_CSV = DATA / "samples" / "zymtrace_like_gpu_kernels.csv"
 SAMPLES_JSON = DATA / "samples" / "zymtrace_like_gpu_kernels.json"
-CONFIG = "schema_version: 1\ncampaign: t\nhardware: h200_sm90\nsol_rigor: L2\ncells:\n  - id: c1\n"
 NVJET_256 = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
 SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 
 
-@pytest.fixture()
-def campaign(tmp_path: Path) -> Path:
-    d = tmp_path / "camp"
-    d.mkdir()
-    (d / "config.yaml").write_text(CONFIG)
-    return d
-
-
-def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
+_run = run_cli
 
 
 def _cell_file(campaign: Path, kind: str = "kernel_times") -> dict:
@@ -61,7 +49,7 @@ def test_cli_import_nsys_thor_csv_with_preamble(campaign: Path) -> None:
     assert code == 0, out
     assert "saxpyKernel" in out and "100.00" in out and "kernel_times.json" in out
     data = _cell_file(campaign)
-    assert (data["campaign"], data["cell_id"], data["schema_version"]) == ("t", "c1", 1)
+    assert (data["campaign"], data["cell_id"], data["schema_version"]) == ("t-campaign", "c1", 1)
     (src,) = data["sources"]
     assert src["format"] == "nsys-csv" and src["report"] == "cuda_gpu_kern_sum" and src["tool_version"] == "2025.3.2"
     assert src["id"] == THOR.name and src["kernels"] == 1 and len(src["sha256"]) == 64
