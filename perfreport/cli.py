@@ -242,8 +242,10 @@ def lake_group() -> None:
               help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="Output format. Example: --format csv")
+@click.option("--snapshot", type=int, default=None,
+              help="Read the tables as of this snapshot id (see `lake history`). Example: --snapshot 74478703265")
 @click.argument("sql")
-def lake_query_cmd(lake: str | None, fmt: str, sql: str) -> None:
+def lake_query_cmd(lake: str | None, fmt: str, snapshot: int | None, sql: str) -> None:
     """Run DuckDB SQL over the lake tables kernels, cells, captures, publications (current snapshots).
 
     Example: perftunereport lake query --lake lake
@@ -252,11 +254,49 @@ def lake_query_cmd(lake: str | None, fmt: str, sql: str) -> None:
     from perfreport.lake.query import lake_query, to_csv, to_json
     from perfreport.summary import print_query_result
 
-    result = lake_query(lake, sql)
+    result = lake_query(lake, sql, snapshot=snapshot)
     if fmt == "table":
         print_query_result(result, as_json=False)
     else:
         click.echo(to_csv(result) if fmt == "csv" else to_json(result), nl=fmt == "json")
+
+
+@lake_group.command(name="history")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--table", default="kernels", show_default=True, help="Lake table. Example: --table cells")
+def lake_history_cmd(lake: str | None, table: str) -> None:
+    """List a table's commits (snapshot, parent, time, operation, record counts), oldest first.
+
+    Example: perftunereport lake history --lake lake --table kernels
+    """
+    from perfreport.lake.history import history_summary, lake_history
+
+    click.echo(history_summary(lake_history(lake, table)))
+
+
+@lake_group.command(name="compare")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--metric", required=True, help="Numeric kernels column. Example: --metric sol_pct")
+@click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
+@click.option("--vary", default="concurrency", show_default=True,
+              help="The one descriptor field allowed to differ. Example: --vary workload.concurrency")
+def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str) -> None:
+    """Compare a metric per kernel function across cells that differ only in --vary.
+
+    Example: perftunereport lake compare --lake lake --metric sol_pct --vary concurrency
+    """
+    from perfreport.lake.compare import compare_summary, lake_compare
+    from perfreport.summary import print_query_result
+    from perfreport.warehouse import QueryResult
+
+    result = lake_compare(lake, metric, campaign=campaign, vary=vary)
+    for title, columns, rows in compare_summary(result):
+        click.echo(title)
+        print_query_result(QueryResult(columns, rows), as_json=False)
+    for line in result.not_comparable:
+        click.echo(f"not comparable: {line}")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Query the lake with DuckDB: each Iceberg table's current snapshot is scanned to Arrow and registered."""
+"""Query the lake with DuckDB: each Iceberg table (current, or as of a snapshot) is scanned to Arrow."""
 
 from __future__ import annotations
 
@@ -12,24 +12,21 @@ from typing import Any
 import duckdb
 
 from perfreport.errors import PerfReportError
-from perfreport.lake.writer import NAMESPACE, open_catalog, resolve_lake
+from perfreport.lake.history import open_lake, table_names, tables_as_of
 from perfreport.warehouse import QueryResult, run_sql
 
 FORMATS = ("table", "csv", "json")
 
 
-def lake_query(lake: str | Path | None, sql: str) -> QueryResult:
-    """Run sql over the lake's tables (kernels, cells, captures, publications) as of their current snapshot."""
-    where = resolve_lake(lake)
-    if not (where / "catalog.db").is_file():
-        raise PerfReportError(f"lake {str(where)!r}: no catalog.db there; publish first with "
-                              f"`perftunereport publish_to_lake --campaign DIR --lake {where}`.")
-    catalog = open_catalog(where)
+def lake_query(lake: str | Path | None, sql: str, snapshot: int | None = None) -> QueryResult:
+    """Run sql over the lake's tables (kernels, cells, captures, publications), current or as of a snapshot."""
+    where, catalog = open_lake(lake)
+    names = table_names(catalog)
+    arrow = tables_as_of(catalog, where, snapshot)
     con = duckdb.connect()
-    names = sorted(ident[-1] for ident in catalog.list_tables(NAMESPACE))
     try:
         for name in names:
-            con.register(name, catalog.load_table(f"{NAMESPACE}.{name}").scan().to_arrow())
+            con.register(name, arrow[name])
         return run_sql(con, sql)
     except duckdb.Error as exc:
         raise PerfReportError(

@@ -1,0 +1,134 @@
+"""Lake history and time travel: one entry per commit, and the tables as of a snapshot.
+
+pyiceberg commits a re-publish's overwrite as TWO snapshots (a delete, then an append) in one metadata
+commit; no reader ever saw the in-between state. History therefore lists the snapshots that were current
+after a commit (read from the table's metadata log) and folds the in-between ones into them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from perfreport.errors import PerfReportError
+from perfreport.lake.rows import SCHEMAS
+from perfreport.lake.writer import NAMESPACE, open_catalog, resolve_lake
+
+COUNTS = ("added-records", "deleted-records", "total-records", "added-data-files", "deleted-data-files")
+
+
+@dataclass
+class Commit:
+    """One commit of a table: the snapshot current after it, and the summary counts of every folded snapshot."""
+
+    table: str
+    snapshot_id: int
+    parent_id: int | None  # the snapshot current before this commit
+    timestamp: datetime
+    operation: str
+    counts: dict[str, int]
+    folded: list[int]  # in-between snapshot ids of the same commit
+
+
+def open_lake(lake: str | Path | None) -> tuple[Path, Any]:
+    """Return the lake folder and its catalog; a lake with no catalog.db is an error naming the fix."""
+    where = resolve_lake(lake)
+    if not (where / "catalog.db").is_file():
+        raise PerfReportError(f"lake {str(where)!r}: no catalog.db there; publish first with "
+                              f"`perftunereport publish_to_lake --campaign DIR --lake {where}`.")
+    return where, open_catalog(where)
+
+
+def table_names(catalog: Any) -> list[str]:
+    """Return the lake's table names, sorted."""
+    return sorted(ident[-1] for ident in catalog.list_tables(NAMESPACE))
+
+
+def _committed_ids(table: Any) -> set[int]:
+    """Return the snapshot ids that were current after some commit (current snapshot of each metadata file)."""
+    from pyiceberg.serializers import FromInputFile
+
+    ids = {table.metadata.current_snapshot_id}
+    for entry in table.metadata.metadata_log:
+        try:
+            ids.add(FromInputFile.table_metadata(table.io.new_input(entry.metadata_file)).current_snapshot_id)
+        except (FileNotFoundError, OSError):
+            continue  # an expired metadata file: its snapshot is shown unfolded
+    return {i for i in ids if i is not None}
+
+
+def lake_history(lake: str | Path | None, table: str = "kernels") -> list[Commit]:
+    """Return the commits of one lake table, oldest first."""
+    where, catalog = open_lake(lake)
+    names = table_names(catalog)
+    if table not in names:
+        raise PerfReportError(f"lake {str(where)!r}: no table {table!r}; expected one of "
+                              f"{', '.join(names) or '(none)'}. Example: --table kernels")
+    tbl = catalog.load_table(f"{NAMESPACE}.{table}")
+    snapshots = sorted(tbl.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    committed = _committed_ids(tbl)
+    oldest_logged = min((s.timestamp_ms for s in snapshots if s.snapshot_id in committed), default=0)
+    commits: list[Commit] = []
+    pending: list[Any] = []
+    for snap in snapshots:
+        pending.append(snap)
+        if snap.snapshot_id not in committed and snap.timestamp_ms >= oldest_logged and snap is not snapshots[-1]:
+            continue
+        counts: dict[str, int] = {}
+        for s in pending:
+            for key in COUNTS:
+                value = s.summary.additional_properties.get(key) if s.summary else None
+                if value is not None and key != "total-records":
+                    counts[key] = counts.get(key, 0) + int(value)
+        total = snap.summary.additional_properties.get("total-records") if snap.summary else None
+        if total is not None:
+            counts["total-records"] = int(total)
+        ops = [s.summary.operation.value if s.summary else "unknown" for s in pending]
+        commits.append(Commit(table, snap.snapshot_id, commits[-1].snapshot_id if commits else
+                              pending[0].parent_snapshot_id,
+                              datetime.fromtimestamp(snap.timestamp_ms / 1000, UTC),
+                              ops[0] if len(ops) == 1 else "+".join(ops), counts,
+                              [s.snapshot_id for s in pending[:-1]]))
+        pending = []
+    return commits
+
+
+def history_summary(commits: list[Commit]) -> str:
+    """Return the history as aligned text lines, one commit per line."""
+    if not commits:
+        return "(no snapshots)"
+    lines = [f"{'snapshot_id':>20}  {'parent_id':>20}  {'timestamp (UTC)':<23}  {'operation':<16}  counts"]
+    for c in commits:
+        counts = ", ".join(f"{k} {v}" for k, v in c.counts.items())
+        folded = f" (folds {', '.join(map(str, c.folded))})" if c.folded else ""
+        lines.append(f"{c.snapshot_id:>20}  {c.parent_id if c.parent_id is not None else '-':>20}  "
+                     f"{c.timestamp.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]:<23}  {c.operation:<16}  {counts}{folded}")
+    return "\n".join(lines)
+
+
+def tables_as_of(catalog: Any, where: Path, snapshot_id: int | None) -> dict[str, Any]:
+    """Return name -> Arrow table: current snapshots, or the tables as of snapshot_id.
+
+    The table owning snapshot_id is read at it; every other table at its snapshot current at that
+    snapshot's timestamp (empty when it had none yet).
+    """
+    names = table_names(catalog)
+    tables = {name: catalog.load_table(f"{NAMESPACE}.{name}") for name in names}
+    if snapshot_id is None:
+        return {name: t.scan().to_arrow() for name, t in tables.items()}
+    owner = next(((n, t.snapshot_by_id(snapshot_id)) for n, t in tables.items()
+                  if t.snapshot_by_id(snapshot_id) is not None), None)
+    if owner is None:
+        raise PerfReportError(
+            f"lake {str(where)!r}: no snapshot {snapshot_id} in tables {', '.join(names) or '(none)'} (expired "
+            f"after 7 days, or mistyped). List them with `perftunereport lake history --lake {where} "
+            f"--table kernels`.")
+    at_ms = owner[1].timestamp_ms
+    out = {}
+    for name, t in tables.items():
+        snap = owner[1] if name == owner[0] else t.snapshot_as_of_timestamp(at_ms)
+        out[name] = (t.scan(snapshot_id=snap.snapshot_id).to_arrow() if snap is not None
+                     else SCHEMAS[name].empty_table() if name in SCHEMAS else t.schema().as_arrow().empty_table())
+    return out
