@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
+from test_csv_read import lines_of, write
 
 from perfreport.errors import EmptyCaptureError, InputError
 from perfreport.ncu.csv_read import read_csv_export
@@ -14,16 +15,6 @@ from perfreport.ncu.csv_read import read_csv_export
 H200 = Path(__file__).parent / "data" / "h200_shared"
 FIXED = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
          "Grid Size", "Device", "CC"]
-
-
-def lines_of(name: str) -> list[str]:
-    return (H200 / name).read_text().splitlines()
-
-
-def write(tmp_path: Path, text: str, name: str = "x.csv") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 

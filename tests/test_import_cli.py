@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import run_cli
+from conftest import ONE_CELL_CONFIG, run_cli
 
 from perfreport.cells import load_schema
 
@@ -17,14 +17,7 @@ TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"
 SHARED = TESTS / "data" / "h200_shared"
 PREFILL = TESTS.parent / "campaigns" / "h200-decoder-layer" / "captures" / "prefill"
-CONFIG = """schema_version: 1
-campaign: t-campaign
-hardware: h200_sm90
-sol_rigor: L2
-cells:
-  - id: c1
-    description: test cell
-"""
+CONFIG = ONE_CELL_CONFIG
 
 
 _run = run_cli

@@ -15,34 +15,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from workload import FFN, HEAD_DIM, HEADS, HIDDEN, layer  # noqa: E402
+from workload import add_shape_args, build, layer  # noqa: E402
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["prefill", "decode"], required=True)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--kv-len", type=int, default=2048)
+    add_shape_args(p)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
-    torch.manual_seed(0)
-    dev, dt, s = "cuda", torch.bfloat16, 0.02
-    w = {
-        "qkv": torch.randn(HIDDEN, 3 * HIDDEN, device=dev, dtype=dt) * s,
-        "o": torch.randn(HIDDEN, HIDDEN, device=dev, dtype=dt) * s,
-        "w1": torch.randn(HIDDEN, FFN, device=dev, dtype=dt) * s,
-        "w3": torch.randn(HIDDEN, FFN, device=dev, dtype=dt) * s,
-        "w2": torch.randn(FFN, HIDDEN, device=dev, dtype=dt) * s,
-        "n1": torch.ones(HIDDEN, device=dev, dtype=dt),
-        "n2": torch.ones(HIDDEN, device=dev, dtype=dt),
-    }
-    q_len = a.seq if a.mode == "prefill" else 1
-    x = torch.randn(a.batch * q_len, HIDDEN, device=dev, dtype=dt)
-    kv = None
-    if a.mode == "decode":
-        kv = tuple(torch.randn(a.batch, HEADS, a.kv_len, HEAD_DIM, device=dev, dtype=dt) for _ in range(2))
+    x, w, q_len, kv = build(a)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.no_grad():
         for _ in range(3):

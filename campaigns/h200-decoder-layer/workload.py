@@ -34,14 +34,16 @@ def layer(x, w, q_len, kv, batch):
     return x + g @ w["w2"]
 
 
-def main() -> int:
-    p = argparse.ArgumentParser()
+def add_shape_args(p: argparse.ArgumentParser) -> None:
+    """The cell-shape arguments shared by workload.py (ncu) and trace.py (torch profiler)."""
     p.add_argument("--mode", choices=["prefill", "decode"], required=True)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--kv-len", type=int, default=2048)
-    p.add_argument("--warmup", type=int, default=3)
-    a = p.parse_args()
+
+
+def build(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Seeded weights, input and (decode) KV cache of one cell: (x, w, q_len, kv)."""
     torch.manual_seed(0)
     dev, dt = "cuda", torch.bfloat16
     s = 0.02
@@ -59,6 +61,15 @@ def main() -> int:
     kv = None
     if a.mode == "decode":
         kv = tuple(torch.randn(a.batch, HEADS, a.kv_len, HEAD_DIM, device=dev, dtype=dt) for _ in range(2))
+    return x, w, q_len, kv
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    add_shape_args(p)
+    p.add_argument("--warmup", type=int, default=3)
+    a = p.parse_args()
+    x, w, q_len, kv = build(a)
     with torch.no_grad():
         for _ in range(a.warmup):
             layer(x, w, q_len, kv, a.batch)
