@@ -299,6 +299,15 @@ def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: 
         click.echo(f"not comparable: {line}")
 
 
+def _register_capture() -> None:
+    from perfreport.cli_capture import capture_group
+
+    cli.add_command(capture_group)
+
+
+_register_capture()
+
+
 def main() -> None:
     """Entry point for `python -m perfreport`."""
     cli()
