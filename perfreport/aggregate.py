@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
+from perfreport.ceilings import classify_family
 from perfreport.derive import DeriveContext, derive_launch, verdict
 from perfreport.ncu.model import Capture, KernelLaunch
 
@@ -26,12 +28,14 @@ def _stats(values: list[float | None]) -> dict[str, Any] | None:
     got = [v for v in values if v is not None]
     if not got:
         return None
+    low, high = min(got), max(got)
     return {
         "n": len(got),
         "mean": statistics.fmean(got),
-        "std": statistics.stdev(got) if len(got) > 1 else 0.0,
-        "min": min(got),
-        "max": max(got),
+        # stdev is exact (fractions) and slow; equal finite values give exactly 0.0 without it
+        "std": statistics.stdev(got) if len(got) > 1 and not (low == high and math.isfinite(low)) else 0.0,
+        "min": low,
+        "max": high,
     }
 
 
@@ -68,7 +72,8 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
         groups.setdefault(kernel_key(launch), []).append(launch)
     entries = []
     for launches in groups.values():
-        rows = [derive_launch(k, ctx) for k in launches]
+        family = classify_family(launches[0].name, ctx.ceilings)  # one name per group
+        rows = [derive_launch(k, ctx, family) for k in launches]
         entries.append(_entry(launches, rows, source_id))
     return entries
 

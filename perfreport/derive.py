@@ -6,7 +6,6 @@ estimated; AI is None with ai_measured False unless both FLOP and DRAM-byte coun
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +31,7 @@ class DeriveContext:
 
 def _get(launch: KernelLaunch, metric: str) -> float | None:
     v = launch.metrics.get(metric)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return v
+    return None if v is None or v != v else v  # v != v: NaN (ncu_report's value for an unavailable counter)
 
 
 def _plain_count(launch: KernelLaunch, rate_metric: str, cycles: float | None) -> float | None:
@@ -171,8 +168,12 @@ def verdict(row: dict[str, Any]) -> tuple[str, str]:
     return ("compute" if comp >= mem_v else "memory"), f"compute {comp:.0f}%, DRAM {mem_v:.0f}% of peak"
 
 
-def derive_launch(launch: KernelLaunch, ctx: DeriveContext) -> dict[str, Any]:
-    """All derived fields of one launch (None where the counters were not captured)."""
+def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None = None) -> dict[str, Any]:
+    """All derived fields of one launch (None where the counters were not captured).
+
+    `family`: the kernel family of launch.name when the caller already knows it (one classification per kernel,
+    not per launch: the family rules are regular expressions).
+    """
     cat = load_catalog()
     s = cat.scalars
     dur = _get(launch, s["duration_ns"])
@@ -185,7 +186,8 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext) -> dict[str, Any]:
     l1 = _rate_bytes(launch, s["l1_bytes_per_second"], sec)
     tflops = total / sec / 1e12 if total is not None and sec else None
     tbps = dram / sec / 1e12 if dram is not None and sec else None
-    family = classify_family(launch.name, ctx.ceilings)
+    if family is None:
+        family = classify_family(launch.name, ctx.ceilings)
     dtype = _tensor_dtype(by_dtype)
     ref = ctx.ceilings.ceiling_for(ctx.hardware, family, dtype if family in TENSOR_FAMILIES else None)
     peaks = _ncu_peaks(launch, cat, dtype)
