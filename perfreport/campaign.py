@@ -316,9 +316,11 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
     if w.required(raw, "sol_rigor", "L2") and (expected := _one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
         w.bad("sol_rigor", expected, raw["sol_rigor"])
     override = _ceilings_override(w, raw.get("ceilings_override"), campaign_dir)
+    # krhpa: only its shape is checked here, so import and render work on a half-filled rubric; its fields are
+    # the publish gate's (lake.gate.krhpa_problems: --strict refuses, otherwise recorded) and page 7's.
     krhpa = raw.get("krhpa")
     if krhpa is not None and not isinstance(krhpa, Mapping):
-        w.bad("krhpa", "a mapping (or leave it out)", krhpa)
+        w.bad("krhpa", "a mapping with candidate and baseline (docs/frontier.md), or leave it out", krhpa)
     context = w.context(raw.get("context"), "context")
     cells = w.cells(raw.get("cells"))
     if w.problems:

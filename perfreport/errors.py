@@ -31,3 +31,7 @@ class EmptyCaptureError(InputError):
 
 class IdError(PerfReportError):
     """A campaign, cell or bundle id that cannot safely become a path."""
+
+
+class PublishConflictError(PerfReportError):
+    """Another publisher committed rows for the same (campaign, cell) while this publish was running."""

@@ -4,6 +4,8 @@ A lever's value is its Amdahl bound (the end-to-end time saved if the kernel rea
 distance to the roof, from the warehouse's kernel_join). Without an imported time share, the proxy is the
 kernel's share of ncu-measured duration x (1 - %SoL), labelled as a proxy: ncu serializes kernels, so that
 share is not a share of wall time. Cost is a coarse rubric per bound verdict; score = value x ease.
+These are the warehouse's kernel candidates; the campaign's own levers (levers.yaml, with gates and status) are
+valued in perfreport/levers.py, and the K/R/H/P/A rubric lives in perfreport/krhpa.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ FAR_FROM_ROOF_PCT = 50.0
 HOST_BOUND_PCT = 50.0
 EASE = {"low": 1.0, "medium": 0.5, "high": 0.25}
 TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
-RUBRIC = ("K", "R", "H", "P", "A")
 
 
 @dataclass(frozen=True)
@@ -132,30 +133,3 @@ def verdict_criteria(has_shares_per_cell: list[bool], join: Sequence[Mapping[str
         (f"sol_rigor L3 or L4 (config: {sol_rigor})", sol_rigor in ("L3", "L4")),
         (f"at least 3 trials (context.grounding.trials: {trials})", isinstance(trials, int) and trials >= 3),
     ]
-
-
-def krhpa_rows(block: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
-    """The K/R/H/P/A rubric as rows (criterion, candidate, baseline); None when config has no krhpa block.
-
-    Accepts `{candidate: {K: .., ...}, baseline: {K: .., ...}}` or `{K: {candidate: .., baseline: ..}, ...}`;
-    any other value is shown as the candidate's, with no baseline.
-    """
-    if block is None:
-        return None
-    cand, base = block.get("candidate"), block.get("baseline")
-    if isinstance(cand, Mapping) or isinstance(base, Mapping):
-        cand, base = cand if isinstance(cand, Mapping) else {}, base if isinstance(base, Mapping) else {}
-        keys = [k for k in RUBRIC if k in cand or k in base]
-        keys += sorted((set(map(str, cand)) | set(map(str, base))) - set(keys))
-        rest = {k: v for k, v in block.items() if k not in ("candidate", "baseline")}
-        rows = [{"criterion": k, "candidate": cand.get(k), "baseline": base.get(k)} for k in keys]
-    else:
-        rest, rows = {}, []
-        for k in [k for k in RUBRIC if k in block] + sorted(set(map(str, block)) - set(RUBRIC)):
-            v = block[k]
-            if isinstance(v, Mapping) and ("candidate" in v or "baseline" in v):
-                rows.append({"criterion": k, "candidate": v.get("candidate"), "baseline": v.get("baseline")})
-            else:
-                rows.append({"criterion": k, "candidate": v, "baseline": None})
-    rows += [{"criterion": k, "candidate": v, "baseline": None} for k, v in sorted(rest.items())]
-    return rows

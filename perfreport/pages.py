@@ -10,13 +10,16 @@ from perfreport.frontier import (
     EASE,
     bound_mix,
     host_verdict,
-    krhpa_rows,
     next_lever,
     rank_levers,
     verdict_criteria,
 )
 from perfreport.gather import SERVING_GROUPS, CampaignData, CellData
+from perfreport.krhpa import LETTERS, LEVELS, rubric_rows
+from perfreport.lake.gate import krhpa_label, krhpa_problems
+from perfreport.levers import load_levers
 from perfreport.page import Chart, Column, Missing, Page, Table
+from perfreport.value_view import build_view
 
 C = Column
 MISSING_TIMES = Missing("each kernel's share of end-to-end GPU time (and so its Amdahl bound)", [
@@ -243,8 +246,30 @@ def internals_page(data: CampaignData) -> Page:
     return page
 
 
+FRONTIER_COLUMNS = [
+    C("rank", "#", "num"), C("id", "lever id"), C("lever", "lever", wrap=True), C("status", "status"),
+    C("kernel", "kernel pattern"), C("cell_id", "cell"), C("unlock", "expected unlock"),
+    C("value_pct", "value", "pct"), C("bound_pct", "Amdahl bound", "pct"), C("cost", "cost"),
+    C("score", "score", "num"), C("basis", "value basis", wrap=True), C("gate", "gate", wrap=True),
+    C("evidence", "evidence", wrap=True), C("why_lost", "why it lost", wrap=True),
+]
+MISSING_LEVERS = Missing("the campaign's levers ranked by value × ease, with the gate that proves or refutes each", [
+    "write levers.yaml next to config.yaml: per lever an id, the lever, the kernels it works on (a name pattern "
+    "such as regex:^nvjet_sm90_), unlock {direction, fraction, moves_roof}, cost, gate and status "
+    "(docs/frontier.md; schema perfreport/data/levers.schema.json)",
+    "import a timeline per cell (import_torch_trace or import_nsys) so each value is bounded by a measured share",
+    "check it with `perftunereport value_view --campaign DIR`, then render again",
+])
+MISSING_KRHPA = Missing("the K/R/H/P/A rubric, candidate vs baseline, and its DRAFT/VERDICT label", [
+    "add a `krhpa:` block to config.yaml: `krhpa: {candidate: {name: ..., K: 1..4, R: 1..4, H: 1..4, P: 1..4, "
+    "A: 1..4}, baseline: {name: <the production-representative kernel or library>, K: ..., R: ..., H: ..., P: ..., "
+    "A: ...}, speedup: <baseline time / candidate time>}` (docs/frontier.md; required at sol_rigor L4)",
+    "measure the candidate and the baseline on the same shapes and record `speedup:`, then render again",
+])
+
+
 def frontier_page(data: CampaignData) -> Page:
-    """07: levers ranked by value x ease, the K/R/H/P/A rubric, and DRAFT vs VERDICT."""
+    """07: levers.yaml ranked by value x ease, the K/R/H/P/A rubric with DRAFT vs VERDICT, kernel candidates."""
     page = Page("07-frontier.html", "07-frontier.html", "Frontier")
     camp = data.campaign
     per_cell = [data.timed(cd.id) for cd in data.cells]
@@ -252,19 +277,27 @@ def frontier_page(data: CampaignData) -> Page:
     criteria = verdict_criteria(per_cell, data.join, camp.sol_rigor, trials)
     page.context.update(label="VERDICT" if all(ok for _, ok in criteria) else "DRAFT", criteria=criteria,
                         ease=EASE)
-    page.add_table(Table("levers", "Levers ranked by value x ease", [
+    levers = load_levers(camp)  # the one read of page 7: campaigns/<c>/levers.yaml, validated as a whole file
+    view = build_view(camp, data.join, levers)
+    page.context.update(next_lines=view.final_lines(), levers_missing=None if levers else MISSING_LEVERS)
+    page.add_table(Table("frontier", "Levers (levers.yaml) ranked by value x ease", FRONTIER_COLUMNS, [
+        {"rank": i, **v.as_row(), "evidence": ", ".join(v.spec.evidence) or None,
+         "unlock": f"{v.spec.direction} ~{v.spec.fraction:.0%}" + (", moves the roof" if v.spec.moves_roof else "")}
+        for i, v in enumerate(view.levers, start=1)]))
+    label, reasons = krhpa_label(camp)
+    page.context.update(krhpa_missing=None if camp.krhpa is not None else MISSING_KRHPA, krhpa_label=label,
+                        krhpa_reasons=reasons, krhpa_problems=krhpa_problems(camp), sol_rigor=camp.sol_rigor)
+    page.add_table(Table("krhpa", "K/R/H/P/A rubric: candidate vs baseline (1..4, higher = stronger)", [
+        C("letter", "letter"), C("meaning", "meaning"), C("candidate", "candidate", "value", wrap=True),
+        C("baseline", "baseline", "value", wrap=True)], rubric_rows(camp.krhpa)))
+    page.add_table(Table("krhpa-levels", "What each level means", [
+        C("letter", "letter"), C("meaning", "meaning"), *[C(f"level_{n}", str(n), wrap=True) for n in LEVELS]],
+        [{"letter": k, "meaning": meaning, **{f"level_{n}": names[n - 1] for n in LEVELS}}
+         for k, (meaning, names) in LETTERS.items()]))
+    page.add_table(Table("levers", "Kernel candidates from the warehouse ranked by value x ease", [
         C("rank", "#", "num"), C("cell_id", "cell"), C("function", "kernel function"), C("family", "family"),
         C("bound", "bound"), C("sol_pct", "%SoL", "pct"), C("value_pct", "value", "pct"),
         C("value_basis", "value basis", wrap=True), C("action", "lever", wrap=True), C("cost", "cost"),
         C("score", "score", "num")],
         [{"rank": i, **lv.as_row()} for i, lv in enumerate(rank_levers(data.join), start=1)]))
-    rubric = krhpa_rows(camp.krhpa)
-    page.context["krhpa_missing"] = None if rubric is not None else Missing(
-        "the K/R/H/P/A rubric, candidate vs baseline", [
-            "add a `krhpa:` block to config.yaml, e.g. `krhpa: {candidate: {K: ..., R: ..., H: ..., P: ..., A: ...}, "
-            "baseline: {K: ..., ...}}`, then render again"])
-    page.add_table(Table("krhpa", "K/R/H/P/A rubric: candidate vs baseline", [
-        C("criterion", "criterion"), C("candidate", "candidate", "value", wrap=True),
-        C("baseline", "baseline", "value", wrap=True)],
-        rubric or []))
     return page

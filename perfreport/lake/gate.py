@@ -2,11 +2,13 @@
 
 A problem is a string that starts with its path (``cells[<id>].context.<section>.<field>: missing``) so one
 error can list them all at once. Context problems make a cell's rows ``context_complete = false``; kernel
-problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's row only.
+problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's row only. Campaign problems
+(the krhpa block, ``krhpa.candidate.H: ...``) are recorded on every published cell row and listed once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from perfreport.campaign import CONTEXT_FIELDS, Campaign, Cell, load_campaign, missing_context_fields
 from perfreport.cells import FILE_NAME, read_cell
 from perfreport.errors import ConfigError, PerfReportError
+from perfreport.krhpa import SIDES, block_problems, krhpa_verdict
 
 PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
 # Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
@@ -22,6 +25,7 @@ ZERO_IMPOSSIBLE = frozenset(
     if check(0) is not None and check(1) is None
 )
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
+KRHPA_RIGOR = "L4"  # the sol_rigor whose roofline claims need a krhpa block
 
 
 class GateError(ConfigError):
@@ -29,12 +33,12 @@ class GateError(ConfigError):
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
-        self.problems = list(problems)
+        self.problems = list(dict.fromkeys(problems))  # a campaign problem is carried by every cell: list it once
         lines = "\n".join(f"  - {p}" for p in self.problems)
         PerfReportError.__init__(self, (
             f"{source}: {len(self.problems)} problem(s):\n{lines}\nNothing was written. Fill these fields in "
-            f"config.yaml (re-capture with --set full for a null %SoL), or publish without --strict to record "
-            f"them with context_complete = false."))
+            f"config.yaml (re-capture with --set full for a null %SoL; docs/frontier.md for krhpa), or publish "
+            f"without --strict to record them on the rows."))
 
 
 @dataclass
@@ -47,6 +51,7 @@ class CellCheck:
     kernel_problems: dict[str, list[str]] = field(default_factory=dict)
     kernel_notes: dict[str, str] = field(default_factory=dict)  # kernel id -> why sol_pct is null
     ncu: dict[str, Any] | None = None  # the cell's ncu_kernels.json, None when not imported
+    campaign_problems: list[str] = field(default_factory=list)  # krhpa: the same for every cell
 
     @property
     def context_complete(self) -> bool:
@@ -54,11 +59,11 @@ class CellCheck:
         return not self.context_problems
 
     def problems(self) -> list[str]:
-        """Return every problem of this cell: context first, then kernels in id order."""
+        """Return every problem of this cell: context first, then kernels in id order, then the campaign's."""
         out = list(self.context_problems)
         for kid in sorted(self.kernel_problems):
             out += self.kernel_problems[kid]
-        return out
+        return out + self.campaign_problems
 
 
 def _value_problem(name: str, value: Any) -> str | None:
@@ -136,10 +141,41 @@ def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
     return check
 
 
+def krhpa_problems(campaign: Campaign) -> list[str]:
+    """Return the krhpa block's problems: required at sol_rigor L4, and well-formed wherever it is given."""
+    block = campaign.krhpa
+    if block is None:
+        if campaign.sol_rigor != KRHPA_RIGOR:
+            return []
+        return [f"krhpa: missing; sol_rigor {KRHPA_RIGOR} renders an {KRHPA_RIGOR} ncu roofline, whose speedup "
+                f"claims need the rubric: add `krhpa: {{candidate: {{name: ..., K: 1..4, R: 1..4, H: 1..4, "
+                f"P: 1..4, A: 1..4}}, baseline: {{...}}, speedup: ...}}` to config.yaml (docs/frontier.md)"]
+    problems = block_problems(block)
+    for side in SIDES:
+        node = block.get(side)
+        name = node.get("name") if isinstance(node, Mapping) else None
+        if isinstance(name, str) and name.strip() and (why := _value_problem("name", name)):
+            problems.append(f"krhpa.{side}.name: {why}")
+    return problems
+
+
+def krhpa_label(campaign: Campaign) -> tuple[str | None, list[str]]:
+    """Return the lake's krhpa label and reasons: krhpa_verdict, a DRAFT whenever the gate found a problem."""
+    label, reasons = krhpa_verdict(campaign.krhpa)
+    problems = krhpa_problems(campaign)
+    if label == "VERDICT" and problems:
+        return "DRAFT", [f"the krhpa block has {len(problems)} problem(s): " + "; ".join(problems)]
+    return label, reasons
+
+
 def check_campaign(campaign: Campaign, cell_ids: list[str] | None = None) -> list[CellCheck]:
-    """Check the chosen cells (all by default) in config order."""
+    """Check the chosen cells (all by default) in config order; krhpa problems go on every cell."""
     cells = [campaign.cell(c) for c in cell_ids] if cell_ids else campaign.cells
-    return [check_cell(campaign, cell) for cell in cells]
+    checks = [check_cell(campaign, cell) for cell in cells]
+    campaign_problems = krhpa_problems(campaign)
+    for check in checks:
+        check.campaign_problems = list(campaign_problems)
+    return checks
 
 
 def context_problems(campaign: Campaign | Path) -> dict[str, list[str]]:

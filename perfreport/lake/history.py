@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.errors import PerfReportError
+from perfreport.lake.catalog import NAMESPACE, load_tables, open_lake
 from perfreport.lake.rows import SCHEMAS
-from perfreport.lake.writer import NAMESPACE, open_catalog, resolve_lake
 
 COUNTS = ("added-records", "deleted-records", "total-records", "added-data-files", "deleted-data-files")
 
@@ -30,15 +30,6 @@ class Commit:
     operation: str
     counts: dict[str, int]
     folded: list[int]  # in-between snapshot ids of the same commit
-
-
-def open_lake(lake: str | Path | None) -> tuple[Path, Any]:
-    """Return the lake folder and its catalog; a lake with no catalog.db is an error naming the fix."""
-    where = resolve_lake(lake)
-    if not (where / "catalog.db").is_file():
-        raise PerfReportError(f"lake {str(where)!r}: no catalog.db there; publish first with "
-                              f"`perftunereport publish_to_lake --campaign DIR --lake {where}`.")
-    return where, open_catalog(where)
 
 
 def table_names(catalog: Any) -> list[str]:
@@ -108,14 +99,14 @@ def history_summary(commits: list[Commit]) -> str:
     return "\n".join(lines)
 
 
-def tables_as_of(catalog: Any, where: Path, snapshot_id: int | None) -> dict[str, Any]:
+def tables_as_of(catalog: Any, where: Path | str, snapshot_id: int | None) -> dict[str, Any]:
     """Return name -> Arrow table: current snapshots, or the tables as of snapshot_id.
 
     The table owning snapshot_id is read at it; every other table at its snapshot current at that
     snapshot's timestamp (empty when it had none yet).
     """
     names = table_names(catalog)
-    tables = {name: catalog.load_table(f"{NAMESPACE}.{name}") for name in names}
+    tables = load_tables(catalog, names)  # one moment of the catalog: a publish switches all tables at once
     if snapshot_id is None:
         return {name: t.scan().to_arrow() for name, t in tables.items()}
     owner = next(((n, t.snapshot_by_id(snapshot_id)) for n, t in tables.items()
