@@ -211,16 +211,45 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
     print_render_summary(report_render(campaign_dir, out_dir))
 
 
+@cli.command(name="value_view")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder holding config.yaml and levers.yaml. Example: campaigns/h200-decoder-layer")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked frontier as JSON "
+                                                      "(perfreport/data/value_view.schema.json).")
+@click.option("--handoff", "handoff", type=click.Path(path_type=Path), default=None,
+              help="Rewrite only the `## Frontier` section of this HANDOFF.md (created when absent). "
+                   "Example: --handoff experiments/artifacts/inference-perf-bench/h200-decode/HANDOFF.md")
+@click.option("--strict", is_flag=True, help="Unknown keys in config.yaml or levers.yaml become errors.")
+def value_view_cmd(campaign_dir: Path, as_json: bool, handoff: Path | None, strict: bool) -> None:
+    """Rank the campaign's levers.yaml by value x cost (bounded by Amdahl) and name the next lever and its gate.
+
+    \b
+    Example:
+      perftunereport value_view --campaign campaigns/h200-decoder-layer --handoff HANDOFF.md
+    """
+    from perfreport.value_view import print_value_view, update_handoff, value_view
+
+    view = value_view(campaign_dir, strict=strict)
+    if handoff is not None:
+        click.echo(f"updated the Frontier section of {update_handoff(handoff, view)}", err=True)
+    print_value_view(view, as_json=as_json)
+
+
 @cli.command(name="publish_to_lake")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder whose imported cells are published. Example: campaigns/h200-decoder-layer")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
-              help="Lake folder (catalog.db + warehouse/); env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
-@click.option("--strict", is_flag=True, help="Any gate problem (missing context, unmeasured %SoL) fails; nothing "
-                                             "is written.")
+              help="Lake folder (catalog.db + warehouse/), or catalog:NAME for a pyiceberg catalog configured in "
+                   ".pyiceberg.yaml or PYICEBERG_CATALOG__NAME__* (REST, SQL on PostgreSQL); env PERFREPORT_LAKE, "
+                   "default ./lake. Example: --lake lake")
+@click.option("--strict", is_flag=True, help="Any gate problem (missing context, unmeasured %SoL, a missing or "
+                                             "malformed krhpa block) fails; nothing is written.")
 @click.option("--dry-run", is_flag=True, help="Run the gate and print what would be written; write nothing.")
 @click.option("--who", default=None, help="Publisher recorded in the ledger (default: env USER). Example: --who ana")
-def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_run: bool, who: str | None) -> None:
+@click.option("--cell-id", "cell_ids", multiple=True,
+              help="Publish only this cell (repeatable; default: every cell). Example: --cell-id decode-b16-kv2048")
+def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_run: bool, who: str | None,
+                        cell_ids: tuple[str, ...]) -> None:
     """Publish a campaign's kernels, cells and captures to the Iceberg lake (one commit per table).
 
     \b
@@ -229,7 +258,8 @@ def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_
     """
     from perfreport.lake.writer import publish_summary, publish_to_lake
 
-    click.echo(publish_summary(publish_to_lake(campaign_dir, lake=lake, strict=strict, dry_run=dry_run, who=who)))
+    click.echo(publish_summary(publish_to_lake(campaign_dir, lake=lake, strict=strict, dry_run=dry_run, who=who,
+                                               cell_ids=list(cell_ids) or None)))
 
 
 @cli.group(name="lake")
@@ -239,7 +269,7 @@ def lake_group() -> None:
 
 @lake_group.command(name="query")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
-              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="Output format. Example: --format csv")
 @click.option("--snapshot", type=int, default=None,
@@ -263,7 +293,7 @@ def lake_query_cmd(lake: str | None, fmt: str, snapshot: int | None, sql: str) -
 
 @lake_group.command(name="history")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
-              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--table", default="kernels", show_default=True, help="Lake table. Example: --table cells")
 def lake_history_cmd(lake: str | None, table: str) -> None:
     """List a table's commits (snapshot, parent, time, operation, record counts), oldest first.
@@ -277,7 +307,7 @@ def lake_history_cmd(lake: str | None, table: str) -> None:
 
 @lake_group.command(name="compare")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
-              help="Lake folder; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--metric", required=True, help="Numeric kernels column. Example: --metric sol_pct")
 @click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
 @click.option("--vary", default="concurrency", show_default=True,
@@ -306,6 +336,20 @@ def _register_capture() -> None:
 
 
 _register_capture()
+
+
+@lake_group.command(name="relocate")
+@click.option("--lake", required=True, help="The lake folder at its NEW place. Example: --lake /data/lakes/h200")
+@click.option("--from", "old", default=None,
+              help="The folder the lake was moved from (default: read from catalog.db). Example: --from /old/lake")
+def lake_relocate_cmd(lake: str, old: str | None) -> None:
+    """Rewrite the lake's absolute Iceberg paths after its folder was moved or copied (docs/lake.md).
+
+    Example: cp -r lake /data/lakes/h200 && perftunereport lake relocate --lake /data/lakes/h200
+    """
+    from perfreport.lake.relocate import lake_relocate, relocate_summary
+
+    click.echo(relocate_summary(lake_relocate(lake, old)))
 
 
 def main() -> None:

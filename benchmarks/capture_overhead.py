@@ -1,0 +1,363 @@
+"""Serving overhead of scoped and unscoped ncu captures on a live inference server (run on the H200).
+
+One run, one GPU, two phases, ratios against baselines measured in the same run:
+  A  the server (perfreport.capture.serve_llama: random-init Llama, bf16) un-profiled: warm, closed-loop load.
+  B  the same server started under `ncu --mode launch` (plan.launch_argv), released by one empty attach, loaded
+     continuously while three attach captures run one after another through capture_run:
+       B1 scoped --set basic, one kernel    B2 scoped --set full, one kernel    B3 unscoped --set basic, N kernels
+     each stays attached --linger seconds after its last profiled kernel (the "attached, outside replays" window).
+Windows per capture: before (the --before seconds up to the attach), capture (attach -> last profiled kernel:
+connecting + replays), attached (last profiled + settle -> SIGINT: attached, outside replayed launches), after.
+Prints tokens/s and p50/p99 latency per window and their ratios to A (un-profiled) and to B's own
+launched-but-not-attached steady state; writes everything (records included) to --out.
+
+    python3 benchmarks/capture_overhead.py --ncu /usr/local/cuda/bin/ncu --out /tmp/capture_overhead.json
+    python3 benchmarks/capture_overhead.py --cpu-smoke        # CPU: echo engine + tests/data/fake_ncu (plumbing)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from perfreport.capture.loadgen import LoadGen, Record, WindowStats, compare, records_json, window_stats  # noqa: E402
+
+FAKE_NCU = ROOT / "tests" / "data" / "fake_ncu"
+TARGET = 0.05  # the default plan keeps steady-state serving within 5% outside the replayed launches
+
+
+# -- pure parts (unit-tested on CPU) ----------------------------------------------------------------------------
+def capture_windows(timeline: dict[str, float | None], before_s: float, after_s: float,
+                    settle_s: float) -> dict[str, tuple[float, float]]:
+    """Cut one capture's timeline into before / capture / attached / after windows (wall-clock seconds)."""
+    start, ended = timeline.get("started"), timeline.get("ended")
+    if start is None or ended is None:
+        return {}
+    last = timeline.get("last_profiled") or timeline.get("sigint") or ended
+    stop = timeline.get("sigint") or ended
+    out = {"before": (start - before_s, start), "capture": (start, last)}
+    if stop - (last + settle_s) > settle_s:
+        out["attached"] = (last + settle_s, stop)
+    out["after"] = (ended + settle_s, ended + settle_s + after_s)
+    return out
+
+
+def ratio_rows(windows: dict[str, WindowStats], base_a: WindowStats | None,
+               base_b: WindowStats | None) -> list[dict[str, Any]]:
+    """One row per window: its stats and its ratios to phase A and to phase B's un-attached steady state."""
+    rows = []
+    for name, w in windows.items():
+        rows.append({"window": name, **w.as_dict(),
+                     "vs_unprofiled": compare(w, base_a) if base_a else None,
+                     "vs_launched": compare(w, base_b) if base_b else None})
+    return rows
+
+
+def verdict(rows: list[dict[str, Any]], window: str) -> dict[str, Any]:
+    """Is `window` within TARGET of un-profiled serving (tokens/s and p50 latency)?"""
+    row = next((r for r in rows if r["window"] == window), None)
+    if row is None or not row["vs_unprofiled"]:
+        return {"window": window, "met": None, "why": "window missing (capture failed or too short)"}
+    r = row["vs_unprofiled"]
+    tput, p50 = r["tokens_per_s"], r["p50"]
+    met = tput is not None and p50 is not None and tput >= 1 - TARGET and p50 <= 1 + TARGET
+    return {"window": window, "tokens_per_s_ratio": tput, "p50_ratio": p50, "met": met}
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Fixed-width table of windows and ratios."""
+    def f(v: float | None, spec: str) -> str:
+        return format(v, spec) if v is not None else "-"
+
+    head = (f"{'window':<34}{'req':>5}{'tok/s':>9}{'p50 s':>8}{'p99 s':>8}"
+            f"{'tok/s÷A':>9}{'p50÷A':>7}{'p99÷A':>7}{'tok/s÷B0':>10}{'p50÷B0':>8}{'p99÷B0':>8}")
+    lines = [head]
+    for r in rows:
+        a, b = r["vs_unprofiled"] or {}, r["vs_launched"] or {}
+        lines.append(f"{r['window']:<34}{r['completed']:>5}{f(r['tokens_per_s'], '.1f'):>9}{f(r['p50_s'], '.3f'):>8}"
+                     f"{f(r['p99_s'], '.3f'):>8}{f(a.get('tokens_per_s'), '.3f'):>9}{f(a.get('p50'), '.3f'):>7}"
+                     f"{f(a.get('p99'), '.3f'):>7}{f(b.get('tokens_per_s'), '.3f'):>10}{f(b.get('p50'), '.3f'):>8}"
+                     f"{f(b.get('p99'), '.3f'):>8}")
+    return "\n".join(lines)
+
+
+# -- processes ---------------------------------------------------------------------------------------------------
+def log(msg: str) -> None:
+    """Progress line with a wall-clock stamp."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _prefixed(label: str) -> Callable[[str], None]:
+    return lambda msg: log(f"{label}: {msg}")
+
+
+def server_cmd(args: argparse.Namespace) -> list[str]:
+    """The serve_llama command line (the same in both phases)."""
+    cmd = [sys.executable, "-m", "perfreport.capture.serve_llama", "--host", "127.0.0.1", "--port", str(args.port),
+           "--max-batch", str(args.max_batch), "--layers", str(args.layers)]
+    return [*cmd, "--engine", "echo"] if args.cpu_smoke else cmd
+
+
+def start(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start argv in its own session (so we can end it and its children as one group), output to log_path."""
+    log(f"start: {shlex.join(argv)}  (log {log_path})")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    with log_path.open("ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env=env, start_new_session=True)
+
+
+def end(proc: subprocess.Popen[bytes] | None, name: str) -> None:
+    """SIGTERM our process group, wait, then SIGKILL it."""
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait_s)
+            log(f"{name} ended rc={proc.returncode}")
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_text(path: Path, needle: str, timeout_s: float, proc: subprocess.Popen[bytes]) -> bool:
+    """Wait until needle appears in the log (or the process exits, or timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if needle in path.read_text(encoding="utf-8", errors="replace"):
+            return True
+        time.sleep(0.5)
+    return needle in path.read_text(encoding="utf-8", errors="replace")
+
+
+def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen[bytes]) -> float:
+    """Poll GET /health until 200; return seconds waited; raise if the server died or never became ready."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited rc={proc.returncode} before becoming ready")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+                if resp.status == 200:
+                    return time.monotonic() - t0
+        except OSError:
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"server not ready after {timeout_s:.0f} s")
+
+
+def port_busy(url: str) -> bool:
+    """True when something already answers on the server's port."""
+    try:
+        urllib.request.urlopen(f"{url}/health", timeout=2).close()
+        return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def loaded(args: argparse.Namespace, url: str) -> LoadGen:
+    """Start the closed-loop client."""
+    return LoadGen(url, args.concurrency, args.prompt_len, args.max_new_tokens,
+                   request_timeout_s=args.request_timeout).start()
+
+
+def steady(gen: LoadGen, seconds: float, settle_s: float, name: str) -> WindowStats:
+    """Let the load settle, then measure `seconds` of it."""
+    time.sleep(settle_s)
+    t0 = time.time()
+    time.sleep(seconds)
+    w = window_stats(gen.snapshot(), t0, time.time(), name)
+    log(f"{name}: {w.completed} req, {w.tokens_per_s or 0:.1f} tok/s, p50 {w.p50_s or 0:.3f} s, "
+        f"p99 {w.p99_s or 0:.3f} s, errors {w.errors}")
+    return w
+
+
+# -- phases ------------------------------------------------------------------------------------------------------
+def phase_a(args: argparse.Namespace, work: Path, url: str) -> tuple[WindowStats, list[Record]]:
+    """Un-profiled server: warm, then --duration seconds of load."""
+    proc = gen = None
+    try:
+        proc = start(server_cmd(args), work / "server_a.log")
+        log(f"phase A: server ready after {wait_healthy(url, args.ready_timeout, proc):.1f} s")
+        gen = loaded(args, url)
+        base = steady(gen, args.duration, args.settle, "A un-profiled")
+        return base, gen.stop()
+    finally:
+        if gen is not None:
+            gen.stop(join_timeout_s=args.request_timeout + 5)
+        end(proc, "server A")
+
+
+def capture_specs(args: argparse.Namespace, command: list[str]) -> list[tuple[str, Any]]:
+    """The three captures of phase B as (label, plan)."""
+    from perfreport.capture.plan import build_plan
+    from perfreport.capture.spec import CaptureSpec
+
+    common = {"command": tuple(command), "target_processes": "all", "clock_control": "none",
+              "hostname": "127.0.0.1", "replay_mode": "kernel"}
+    specs = [
+        ("B1 scoped basic", CaptureSpec(kernel_patterns=(args.kernel,), section_set="basic", launch_count=1,
+                                        launch_skip=args.launch_skip, output="overhead_b1_basic", **common)),
+        ("B2 scoped full", CaptureSpec(kernel_patterns=(args.kernel,), section_set="full", launch_count=1,
+                                       launch_skip=args.launch_skip, output="overhead_b2_full", **common)),
+        ("B3 unscoped basic", CaptureSpec(kernel_patterns=(), section_set="basic", allow_unscoped=True,
+                                          launch_count=args.unscoped_count, output="overhead_b3_unscoped",
+                                          **common)),
+    ]
+    return [(label, build_plan(spec)) for label, spec in specs]
+
+
+def phase_b(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: dict[str, Any]) -> None:
+    """Launched server, released, loaded; three attach captures with windows around each (results into out)."""
+    from perfreport.capture.release import release_launched
+    from perfreport.capture.run import CaptureRunError, capture_run
+    from perfreport.errors import PerfReportError
+
+    command = server_cmd(args)
+    plans = capture_specs(args, command)
+    launch = plans[0][1].launch_argv(args.ncu)
+    proc = gen = None
+    out.update(launch_argv=launch, captures=[])
+    try:
+        server_log = work / "server_b.log"
+        proc = start(launch, server_log)
+        seen = wait_text(server_log, "Waiting for profiler to attach", args.ready_timeout, proc)
+        log(f"phase B: {'saw' if seen else 'did not see'} the 'Waiting for profiler to attach' line")
+        t = time.time()
+        rel = release_launched(args.ncu, work / "release.ncu-output.txt", progress=log)
+        out["release"] = {"pid": rel.pid, "seconds": time.time() - t, "steps": [s.as_dict() for s in rel.steps],
+                          "cleanup": rel.cleanup}
+        out["ready_after_release_s"] = wait_healthy(url, args.ready_timeout, proc)
+        log(f"phase B: server ready {out['ready_after_release_s']:.1f} s after the release")
+        gen = loaded(args, url)
+        base_b = steady(gen, args.duration, args.settle, "B0 launched, not attached")
+        out["launched_steady"] = base_b
+        for label, plan in plans:
+            time.sleep(args.before)
+            entry: dict[str, Any] = {"label": label, "argv": plan.attach_argv(args.ncu)}
+            try:
+                res = capture_run(plan, bundle, "attach", ncu=args.ncu, nvidia_smi=args.nvidia_smi,
+                                  progress=_prefixed(label), timeout_s=args.capture_timeout,
+                                  linger_s=args.linger)
+            except CaptureRunError as exc:
+                res = exc.result
+                entry["error"] = exc.message
+            except PerfReportError as exc:
+                entry["error"] = exc.message
+                res = None
+            if res is not None:
+                entry.update(ok=res.ok, kernels_profiled=res.kernels_profiled, kernel_names=res.kernel_names,
+                             exit_status=res.exit_status, receipt=str(res.receipt_path), timeline=res.timeline,
+                             versions={k: res.receipt.get(k) for k in ("ncu_version", "gpu_name",
+                                                                       "driver_version", "cuda_version")})
+            time.sleep(args.after + 2 * args.settle)
+            if res is not None:
+                cuts = capture_windows(res.timeline, args.before, args.after, args.settle)
+                records = gen.snapshot()
+                entry["windows"] = {k: window_stats(records, a, b, f"{label}: {k}") for k, (a, b) in cuts.items()}
+            out["captures"].append(entry)
+    finally:
+        if gen is not None:
+            out["records"] = gen.stop(join_timeout_s=args.request_timeout + 5)
+        end(proc, "server B (under ncu --mode launch)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run phases A and B and print the ratio table; exit 1 when a phase failed."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ncu", default="/usr/local/cuda/bin/ncu", help="ncu executable (default %(default)s)")
+    p.add_argument("--nvidia-smi", default="nvidia-smi", help="nvidia-smi executable")
+    p.add_argument("--port", type=int, default=8008, help="server port (default %(default)s)")
+    p.add_argument("--layers", type=int, default=16, help="Llama decoder layers (default %(default)s)")
+    p.add_argument("--max-batch", type=int, default=8, help="server batch limit (default %(default)s)")
+    p.add_argument("--concurrency", type=int, default=4, help="closed-loop clients (default %(default)s)")
+    p.add_argument("--prompt-len", type=int, default=128, help="prompt tokens (default %(default)s)")
+    p.add_argument("--max-new-tokens", type=int, default=32, help="tokens per request (default %(default)s)")
+    p.add_argument("--duration", type=float, default=20.0, help="steady-state seconds per baseline (default 20)")
+    p.add_argument("--before", type=float, default=8.0, help="seconds of load before each attach (default 8)")
+    p.add_argument("--linger", type=float, default=12.0, help="seconds attached after the last kernel (default 12)")
+    p.add_argument("--after", type=float, default=8.0, help="seconds measured after each detach (default 8)")
+    p.add_argument("--settle", type=float, default=2.0, help="seconds skipped after each event (default 2)")
+    p.add_argument("--kernel", default="regex:nvjet", help="scoped kernel filter (default %(default)s)")
+    p.add_argument("--launch-skip", type=int, default=20, help="scoped captures: matching launches to skip")
+    p.add_argument("--unscoped-count", type=int, default=50, help="B3: kernels profiled (default %(default)s)")
+    p.add_argument("--capture-timeout", type=float, default=120.0, help="seconds to wait for the kernels")
+    p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for the server")
+    p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--skip-phase-a", action="store_true", help="no un-profiled phase (ratios vs B0 only)")
+    p.add_argument("--work", help="folder for logs and the capture bundle (default: a new temp folder)")
+    p.add_argument("--out", help="write the JSON result here")
+    p.add_argument("--cpu-smoke", action="store_true", help="echo engine + fake ncu, short windows (no GPU)")
+    args = p.parse_args(argv)
+    if args.cpu_smoke:
+        args.ncu, args.nvidia_smi = str(FAKE_NCU / "ncu"), str(FAKE_NCU / "nvidia-smi")
+    work = Path(args.work or tempfile.mkdtemp(prefix="capture_overhead."))
+    work.mkdir(parents=True, exist_ok=True)
+    bundle = work / "bundle"
+    url = f"http://127.0.0.1:{args.port}"
+    if port_busy(url):
+        print(f"error: something already answers on {url}; stop it or pass --port", file=sys.stderr)
+        return 2
+    t_start = time.time()
+    result: dict[str, Any] = {"schema_version": "capture_overhead/1", "command": shlex.join([sys.executable,
+                              *sys.argv]), "config": vars(args), "work": str(work)}
+    base_a = None
+    b: dict[str, Any] = {}
+    try:
+        if not args.skip_phase_a:
+            base_a, records_a = phase_a(args, work, url)
+            result["records_a"] = records_json(records_a)
+        phase_b(args, work, url, bundle, b)
+    except Exception as exc:  # a benchmark reports what it has
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        log(f"failed: {result['error']}")
+    base_b = b.get("launched_steady")
+    windows: dict[str, WindowStats] = {}
+    if base_a:
+        windows["A un-profiled"] = base_a
+    if base_b:
+        windows["B0 launched, not attached"] = base_b
+    for entry in b.get("captures", []):
+        windows.update({w.name: w for w in entry.get("windows", {}).values()})
+    rows = ratio_rows(windows, base_a, base_b)
+    print(format_table(rows))
+    result["rows"] = rows
+    result["target"] = verdict(rows, "B1 scoped basic: attached")
+    result["phase_b"] = {k: v for k, v in b.items() if k not in ("launched_steady", "records")}
+    for entry in result["phase_b"].get("captures", []):
+        entry["windows"] = {k: w.as_dict() for k, w in entry.get("windows", {}).items()}
+    result["records_b"] = records_json(b.get("records", []))
+    result["wall_s"] = time.time() - t_start
+    print(f"target (default plan, attached outside replays, within {TARGET:.0%} of un-profiled): "
+          f"{json.dumps(result['target'])}")
+    print(f"wall {result['wall_s']:.0f} s; logs and bundle in {work}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
+    failed = "error" in result or any("error" in e for e in result["phase_b"].get("captures", []))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

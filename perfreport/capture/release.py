@@ -1,0 +1,87 @@
+"""Release a process started under `ncu --mode launch`: attach once with a filter that matches no kernel, detach.
+
+Such a process blocks at its first CUDA call until the first attach (H200 attach fact 1), so a server started
+that way never becomes ready by itself. Releasing it is one attach session that profiles nothing: wait for
+`==PROF== Connected to process`, hold briefly so the target passes its first CUDA call, then SIGINT our own ncu,
+which detaches and leaves the target running (fact 2). Later captures attach again (fact 3).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfreport.capture.run_record import Step, cleanup_entry, iso
+from perfreport.capture.session import NcuSession
+from perfreport.errors import PerfReportError
+
+NO_KERNEL = "regex:^perfreport_release_matches_no_kernel$"
+
+
+@dataclass
+class ReleaseResult:
+    """The release attach: target pid, every attempt as a step, the signals sent, the log."""
+
+    pid: int | None
+    steps: list[Step] = field(default_factory=list)
+    cleanup: list[dict[str, object]] = field(default_factory=list)
+    log_path: Path | None = None
+    connected_at: float | None = None
+    released_at: float | None = None
+
+
+def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None) -> list[str]:
+    """The attach argv that connects to a launched process and profiles nothing."""
+    argv = [ncu, "--mode", "attach", "--hostname", hostname]
+    if port is not None:
+        argv += ["--port", str(port)]
+    return [*argv, "--kernel-name", NO_KERNEL, "--launch-count", "1"]
+
+
+def release_launched(
+    ncu: str,
+    log_path: Path,
+    hostname: str = "127.0.0.1",
+    port: int | None = None,
+    attempts: int = 30,
+    retry_s: float = 2.0,
+    connect_timeout_s: float = 60.0,
+    hold_s: float = 2.0,
+    progress: Callable[[str], None] | None = None,
+) -> ReleaseResult:
+    """Attach (retrying while no process is attachable yet), hold hold_s, SIGINT our ncu; raise if never connected."""
+    say = progress or (lambda _msg: None)
+    argv = release_argv(ncu, hostname, port)
+    result = ReleaseResult(pid=None, log_path=log_path)
+    for attempt in range(1, attempts + 1):
+        session = NcuSession(argv, log_path)
+        step = Step(f"release-attach-{attempt}", argv, None, iso(time.time()), None)
+        result.steps.append(step)
+        try:
+            session.start()
+        except OSError as exc:
+            step.error, step.ended_at = f"{type(exc).__name__}: {exc}", iso(time.time())
+            raise PerfReportError(f"capture release: cannot start {ncu!r}: {exc}. Pass --ncu PATH.") from exc
+        connected = session.wait_until(lambda: session.first("connected") is not None,  # noqa: B023
+                                       connect_timeout_s)
+        if connected:
+            event = session.first("connected")
+            assert event is not None
+            result.pid, result.connected_at = event.pid, event.t
+            say(f"release: connected to process {event.pid}; detaching in {hold_s:g} s")
+            session.wait_until(lambda: False, hold_s)
+        step.rc = session.stop(grace_s=60.0)
+        step.ended_at = iso(time.time())
+        result.cleanup.extend(cleanup_entry(s.step, s.argv, s.ok) for s in session.signals)
+        if connected:
+            result.released_at = time.time()
+            say(f"release: ncu exited rc={step.rc}; the target runs on")
+            return result
+        say(f"release: attempt {attempt}/{attempts}: nothing to attach to yet (rc={step.rc}); retrying")
+        time.sleep(retry_s)
+    tail = log_path.read_text(encoding="utf-8", errors="replace")[-1500:] if log_path.is_file() else ""
+    raise PerfReportError(f"capture release: no process started under `ncu --mode launch` answered on {hostname} "
+                          f"after {attempts} attempts. Check that it printed 'Waiting for profiler to attach' and "
+                          f"that nothing else is attached. Last ncu output:\n{tail}")

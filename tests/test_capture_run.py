@@ -1,0 +1,250 @@
+"""capture run, its ncu session, the release attach, the serving load generator and the overhead benchmark.
+
+The GPU and ncu cannot exist here: tests/data/fake_ncu/ncu replays REAL ncu 2025.3.1 output recorded on the H200
+(attach_twice.log, oracle_basic.log, empty.log) and writes a real .ncu-rep on SIGINT, exiting 130, as the attach
+facts in tests/data/h200_shared/README.md say ncu does. The real path runs on the H200 (docs/capture.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfreport.capture.loadgen import LoadGen, Record, percentile, split_windows, window_stats
+from perfreport.capture.release import NO_KERNEL, release_argv, release_launched
+from perfreport.capture.run_record import exports_for
+from perfreport.capture.serve_llama import Batcher, EchoEngine, Serving, ServingState, warm_up
+from perfreport.capture.session import NcuSession, parse_line
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests" / "data" / "fake_ncu"
+NCU, SMI = str(FAKE / "ncu"), str(FAKE / "nvidia-smi")
+SHARED = ROOT / "tests" / "data" / "h200_shared"
+ORACLE = ROOT / "tests" / "data" / "h200_oracle"
+REPORT_BYTES = gzip.decompress((SHARED / "attach_interrupt_1.ncu-rep.gz").read_bytes())
+HOSTILE = "a'; rm -rf / #"
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Record every fake-ncu call (argv, pid, signals) in a JSON-lines file; replay lines without delay."""
+    record = tmp_path / "fake_ncu.jsonl"
+    monkeypatch.setenv("FAKE_NCU_RECORD", str(record))
+    monkeypatch.setenv("FAKE_NCU_LINE_DELAY_S", "0")
+    monkeypatch.setenv("FAKE_NCU_MAX_S", "20")
+    monkeypatch.delenv("FAKE_NCU_SCENARIO", raising=False)
+    return record
+
+
+def calls(record: Path) -> list[dict[str, Any]]:
+    """The fake's recorded events, in order."""
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+
+# -- ==PROF== parsing on real logs -------------------------------------------------------------------------------
+def test_parse_real_attach_log_counts_sessions_and_kernels() -> None:
+    events = [e for line in (SHARED / "attach_twice.log").read_text().splitlines() if (e := parse_line(line))]
+    kinds = [e.kind for e in events]
+    assert kinds.count("connected") == 3 and kinds.count("profiling") == 3 and kinds.count("shutdown") == 2
+    assert {e.pid for e in events if e.kind == "connected"} == {692}
+    assert {e.name for e in events if e.kind == "profiling"} == {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"}
+    assert [e.path for e in events if e.kind == "report"] == ["/root/out/a1.ncu-rep", "/root/out/a2.ncu-rep"]
+    assert parse_line("22.43 iters=82000 rate=4791/s") is None  # the target's own output
+
+
+def test_parse_real_launch_and_empty_logs() -> None:
+    basic = [e for line in (ORACLE / "oracle_basic.log").read_text().splitlines() if (e := parse_line(line))]
+    names = [e.name for e in basic if e.kind == "profiling"]
+    assert names[0] == "nvjet_sm90_tst_320x128_64x3_1..." and len(names) == 6  # truncated names, indexed lines
+    empty = [e for line in (SHARED / "empty.log").read_text().splitlines() if (e := parse_line(line))]
+    assert [e.kind for e in empty] == ["connected", "disconnected", "no-kernels"]
+    cut = parse_line('==PROF== Profiling "k" - 3: 0%....50%')
+    assert cut is not None and cut.kind == "profiling-started"  # a replay cut short is not a profiled kernel
+
+
+# -- the ncu session: SIGINT to our ncu only ---------------------------------------------------------------------
+def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_env: Path, tmp_path: Path) -> None:
+    target = subprocess.Popen([sys.executable, "-c", "import signal,time\n"
+                               "signal.signal(signal.SIGINT, lambda *a: print('target got SIGINT', flush=True))\n"
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        session = NcuSession([NCU, "--mode", "attach", "--hostname", "127.0.0.1", "-c", "2", "-o",
+                              str(tmp_path / "r")], tmp_path / "out.txt").start()
+        assert session.wait_profiled(2, 20)
+        assert session.running()  # still attached after --launch-count kernels (attach fact 2)
+        rc = session.stop(grace_s=20)
+        assert rc == 130
+        assert (tmp_path / "r.ncu-rep").read_bytes() == REPORT_BYTES
+        assert [s.step for s in session.signals] == ["sigint-ncu"]
+        assert session.signals[0].argv == ["kill", "-INT", str(session.proc.pid)]  # type: ignore[union-attr]
+        assert target.poll() is None  # the attach target is untouched
+        got = calls(fake_env)
+        assert [c.get("signal") for c in got if c["event"] == "signal"] == ["SIGINT"]
+        assert {c["pid"] for c in got} == {session.proc.pid}  # type: ignore[union-attr]
+        assert "Trying to shutdown target application" in (tmp_path / "out.txt").read_text()
+    finally:
+        target.kill()
+        target.wait()
+    assert "target got SIGINT" not in (target.stdout.read() if target.stdout else "")
+
+
+def test_session_escalates_when_ncu_ignores_sigint(fake_env: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_NCU_SCENARIO", "hang")
+    session = NcuSession([NCU, "--mode", "attach", "-o", str(tmp_path / "r")], tmp_path / "out.txt").start()
+    assert session.wait_profiled(1, 20)
+    rc = session.stop(grace_s=0.5)
+    assert rc == 143
+    assert [s.step for s in session.signals] == ["sigint-ncu", "sigterm-ncu"]
+    assert not (tmp_path / "r.ncu-rep").exists()
+
+
+# -- release of a process started under ncu --mode launch --------------------------------------------------------
+def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_env: Path, tmp_path: Path) -> None:
+    assert release_argv("ncu") == ["ncu", "--mode", "attach", "--hostname", "127.0.0.1", "--kernel-name",
+                                   NO_KERNEL, "--launch-count", "1"]
+    res = release_launched(NCU, tmp_path / "release.txt", hold_s=0.1)
+    assert res.pid == 692 and res.steps[0].rc == 130
+    assert [c["step"] for c in res.cleanup] == ["sigint-ncu"]
+    assert "No kernels were profiled" in (tmp_path / "release.txt").read_text()
+
+
+def test_release_retries_then_names_the_problem(fake_env: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_NCU_SCENARIO", "refuse")
+    from perfreport.errors import PerfReportError
+
+    with pytest.raises(PerfReportError, match="after 2 attempts"):
+        release_launched(NCU, tmp_path / "release.txt", attempts=2, retry_s=0.01, connect_timeout_s=5)
+
+
+# -- exports naming ----------------------------------------------------------------------------------------------
+def test_exports_are_named_after_their_page() -> None:
+    got = exports_for([["ncu", "--import", "r", "--csv", "--page", "raw"],
+                       ["ncu", "--import", "r", "--csv", "--page", "details", "--section", "SpeedOfLight"],
+                       ["ncu", "--import", "r", "--csv", "--page", "details"]])
+    assert [s for _, s in got] == ["-raw.csv", "-sol.csv", "-details.csv"]
+
+
+# -- serving: echo engine, batching, load generator ----------------------------------------------------------------
+def test_percentile_and_windows() -> None:
+    assert percentile([], 50) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
+    assert percentile([float(i) for i in range(1, 101)], 99) == pytest.approx(99.01)
+    recs = [Record(0, 0.0, 1.0, 10), Record(1, 0.5, 2.5, 10), Record(0, 1.0, 2.0, 10),
+            Record(1, 2.5, 3.5, 0, "HTTP 500: x"), Record(0, 2.0, 3.0, 10)]
+    w = window_stats(recs, 1.0, 3.0, "w")
+    assert (w.completed, w.errors, w.latency_n) == (3, 0, 1)  # ended in [1, 3): 1.0, 2.5, 2.0; inside: [1, 2]
+    assert w.tokens_per_s == pytest.approx(15.0) and w.p50_s == pytest.approx(1.0)
+    assert window_stats(recs, 2.5, 4.0).errors == 1
+    assert [x.name for x in split_windows(recs, 0.0, 3.5, 1.5)] == ["0s", "2s", "3s"]
+
+
+def test_batcher_groups_waiting_requests_and_finishes_each_at_its_own_length() -> None:
+    seen: list[tuple[int, int, int]] = []
+
+    class Engine(EchoEngine):
+        def generate(self, batch: int, prompt_len: int, steps: int, on_step):  # type: ignore[no-untyped-def]
+            seen.append((batch, prompt_len, steps))
+            super().generate(batch, prompt_len, steps, on_step)
+
+    from perfreport.capture.serve_llama import Job
+
+    batcher = Batcher(Engine(0.0), max_batch=3)
+    jobs = [Job(8, 4), Job(8, 2), Job(16, 3), Job(8, 5), Job(8, 1)]
+    batch = [jobs[0], jobs[1], jobs[3]]  # same prompt length, at most 3
+    for j in jobs:
+        batcher.submit(j)
+    import threading
+
+    taken = batcher._take(threading.Event())
+    assert taken == batch
+    batcher.run_batch(taken)
+    assert seen == [(3, 8, 5)] and [j.tokens for j in batch] == [4, 2, 5] and all(j.done.is_set() for j in batch)
+
+
+def test_echo_server_and_closed_loop_load() -> None:
+    serving = Serving(ServingState(Batcher(EchoEngine(0.001), max_batch=4)))
+    try:
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"{serving.url}/health", timeout=5)
+        assert info.value.code == 503  # not ready before warm-up
+        assert warm_up(serving.state.batcher.engine, 4, 16) >= 0
+        serving.start_worker()
+        assert urllib.request.urlopen(f"{serving.url}/health", timeout=5).status == 200
+        bad = urllib.request.Request(f"{serving.url}/generate", data=b'{"prompt_len": 0}', method="POST")
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(bad, timeout=5)
+        assert info.value.code == 400
+        gen = LoadGen(serving.url, concurrency=3, prompt_len=16, max_new_tokens=5).start(duration_s=1.0)
+        gen.join(10)
+        recs = gen.snapshot()
+        assert recs and all(r.error is None and r.tokens == 5 for r in recs)
+        w = window_stats(recs, recs[0].start, max(r.end for r in recs) + 1e-6)
+        assert w.completed == len(recs) and w.p50_s is not None and w.p50_s > 0.004
+        assert serving.state.batcher.stats["requests"] >= len(recs)
+    finally:
+        serving.close()
+
+
+# -- the overhead benchmark's pure parts --------------------------------------------------------------------------
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("capture_overhead", ROOT / "benchmarks" / "capture_overhead.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_capture_windows_ratio_rows_and_verdict() -> None:
+    bench = _bench()
+    tl = {"started": 100.0, "connected": 101.0, "first_profiled": 102.0, "last_profiled": 103.0,
+          "sigint": 115.0, "ended": 116.0}
+    cuts = bench.capture_windows(tl, before_s=8, after_s=8, settle_s=2)
+    assert cuts == {"before": (92.0, 100.0), "capture": (100.0, 103.0), "attached": (105.0, 115.0),
+                    "after": (118.0, 126.0)}
+    assert "attached" not in bench.capture_windows({**tl, "sigint": 104.0}, 8, 8, 2)
+    recs = [Record(0, t, t + 0.5, 32) for t in [x * 0.5 for x in range(0, 260)]]
+    slow = [Record(0, t, t + 0.6, 32) for t in [x * 0.6 for x in range(0, 200)]]
+    base = window_stats(recs, 10, 100, "A un-profiled")
+    attached = window_stats(slow, 10, 100, "B1 scoped basic: attached")
+    rows = bench.ratio_rows({"A un-profiled": base, "B1 scoped basic: attached": attached}, base, None)
+    assert rows[0]["vs_unprofiled"]["tokens_per_s"] == pytest.approx(1.0)
+    v = bench.verdict(rows, "B1 scoped basic: attached")
+    assert v["met"] is False and v["p50_ratio"] == pytest.approx(1.2)
+    assert bench.verdict(rows, "B9: attached")["met"] is None
+    table = bench.format_table(rows)
+    assert "B1 scoped basic: attached" in table and "1.200" in table
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_fake_ncu_launch_mode_runs_the_command(tmp_path: Path, fake_env: Path) -> None:
+    out = subprocess.run([NCU, "--mode", "launch", "--target-processes", "all", "--", sys.executable, "-c",
+                          "print('target ran')"], capture_output=True, text=True, timeout=30)
+    assert out.stdout.splitlines() == ["==PROF== Waiting for profiler to attach on ports 49152-49215.", "target ran"]
+
+
+def test_kill_helpers_do_not_leak(tmp_path: Path) -> None:
+    bench = _bench()
+    proc = bench.start([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "x.log")
+    bench.end(proc, "sleeper")
+    assert proc.returncode == -signal.SIGTERM
+    assert os.path.exists(tmp_path / "x.log")
