@@ -1,8 +1,98 @@
-"""Thin click layer for stage 1 (`perftunereport capture ...`); registered on the main group in cli.py."""
+"""Thin click layer for stage 1 (`perftunereport capture ...`, `perftunereport harness`); registered in cli.py."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import click
+
+# (option, field, click kwargs): the capture spec's fields as flags; a flag given on the command line wins over
+# the same key of --spec FILE.
+_SPEC_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("--kernel-name", "kernel_patterns", {"multiple": True, "help": "Kernel to profile, exact or regex: "
+                                          "(repeatable; one per capture on a single replica). "
+                                          "Example: --kernel-name regex:nvjet"}),
+    ("--kernel-name-base", "kernel_name_base", {"type": click.Choice(["function", "demangled", "mangled"]),
+                                                "help": "What --kernel-name matches (ncu's default: function)."}),
+    ("--set", "section_set", {"type": click.Choice(["basic", "roofline", "full"]),
+                              "help": "Section set (default basic; full only after basic on one replica)."}),
+    ("--metrics", "metrics", {"multiple": True, "help": "Extra metric names (repeatable). "
+                                                        "Example: --metrics dram__bytes.sum"}),
+    ("--launch-skip", "launch_skip", {"type": int, "help": "Matching launches to skip first. Example: 3"}),
+    ("--launch-count", "launch_count", {"type": int, "help": "Matching launches to profile (default 1)."}),
+    ("--replay-mode", "replay_mode", {"type": click.Choice(["kernel", "application", "range", "app-range"]),
+                                      "help": "ncu replay mode (default kernel)."}),
+    ("--acknowledge-application-replay", "acknowledge_application_replay",
+     {"is_flag": True, "default": None, "help": "Allow application replay (the server must be deterministic)."}),
+    ("--nvtx-include", "nvtx_include", {"multiple": True, "help": "NVTX range to scope to (repeatable; push/pop "
+                                                                  "ranges end in '/'). Example: decode_step/"}),
+    ("--target-processes", "target_processes", {"type": click.Choice(["all", "application-only"]),
+                                                "help": "Default all (vLLM forks GPU workers)."}),
+    ("--replicas", "replicas", {"type": int, "help": "Serving replicas behind the Service (policy limits)."}),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", {"type": float, "help": "The server's value; >= 0.85 "
+                                                                                    "warns. Example: 0.9"}),
+    ("--allow-unscoped", "allow_unscoped", {"is_flag": True, "default": None,
+                                            "help": "Allow a capture with no kernel or NVTX scope."}),
+    ("--after-basic", "after_basic", {"is_flag": True, "default": None,
+                                      "help": "A basic capture of this kernel was done: allow --set full."}),
+    ("--clock-control", "clock_control", {"type": click.Choice(["none", "base", "reset"]),
+                                          "help": "Default none (serving clocks)."}),
+    ("--profile-from-start", "profile_from_start", {"type": click.Choice(["on", "off"]),
+                                                    "help": "off waits for cudaProfilerStart (warned)."}),
+    ("--env", "env", {"multiple": True, "help": "NAME=VALUE set on ncu's own process (repeatable). "
+                                                "Example: --env VLLM_USE_V1=1"}),
+    ("--hostname", "hostname", {"help": "Attach host (default 127.0.0.1)."}),
+    ("--port", "port", {"type": int, "help": "ncu's base port (default 49152)."}),
+    ("--output", "output", {"help": "Report name (no extension). Example: --output decode_gemm"}),
+    ("--campaign", "campaign", {"help": "Campaign id recorded in the receipt."}),
+    ("--cell-id", "cell_id", {"help": "Cell id recorded in the receipt (and imported into with --import)."}),
+]
+
+
+def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --spec FILE, every spec flag, and the target command after `--`."""
+    fn = click.argument("command", nargs=-1, type=click.UNPROCESSED)(fn)
+    for opt, dest, kwargs in reversed(_SPEC_FLAGS):
+        fn = click.option(opt, f"flag_{dest}", **kwargs)(fn)
+    help_ = "Capture spec YAML (fields as the flags, underscores). Example: --spec captures/decode_gemm.yaml"
+    return click.option("--spec", "spec_file", type=click.Path(path_type=Path), default=None, help=help_)(fn)
+
+
+def _spec(kwargs: dict[str, Any]) -> Any:
+    """Build the CaptureSpec from --spec and the flags (flags win); pops the flag kwargs."""
+    from perfreport.capture.spec import load_spec, spec_from_mapping
+
+    given: dict[str, Any] = {}
+    for _, dest, _ in _SPEC_FLAGS:
+        value = kwargs.pop(f"flag_{dest}")
+        if value is None or value == ():
+            continue
+        if dest == "profile_from_start":
+            value = value == "on"
+        elif dest == "env":
+            value = _env_pairs(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        given[dest] = value
+    command = list(kwargs.pop("command"))
+    if command:
+        given["command"] = command
+    spec_file = kwargs.pop("spec_file")
+    return load_spec(spec_file, given) if spec_file else spec_from_mapping(given, "command-line flags")
+
+
+def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE. Example: --env VLLM_USE_V1=1",
+                                     param_hint="--env")
+        out[name] = value
+    return out
 
 
 @click.group(name="capture")
@@ -10,6 +100,57 @@ def capture_group() -> None:
     """Plan, check, run and diagnose scoped ncu captures (docs/capture.md)."""
 
 
-@capture_group.group(name="k8s")
-def k8s_group() -> None:
-    """Capture from a Kubernetes pod: kubectl debug sidecar or a sister deployment (docs/capture.md)."""
+@capture_group.command(name="plan", context_settings={"ignore_unknown_options": True})
+@spec_options
+@click.option("--ncu", default="ncu", show_default=True, help="ncu path shown in the argv.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (verdict, findings, argv lists) as JSON.")
+def capture_plan_cmd(ncu: str, as_json: bool, **kwargs: Any) -> None:
+    """Print the exact ncu argv of a scoped capture and its safety verdict; exit 3 when the policy refuses.
+
+    \b
+    Example:
+      perftunereport capture plan --kernel-name regex:nvjet --set basic -- python3 -m vllm.entrypoints.openai.api_server
+    """
+    from perfreport.capture.plan import build_plan, plan_text
+
+    plan = build_plan(_spec(kwargs))
+    click.echo(json.dumps(plan.as_dict(ncu), indent=2, sort_keys=True) if as_json else plan_text(plan, ncu))
+    if plan.verdict == "refuse":
+        raise SystemExit(3)
+
+
+@capture_group.command(name="run", context_settings={"ignore_unknown_options": True})
+@spec_options
+@click.option("--bundle", "bundle_dir", required=True, type=click.Path(path_type=Path),
+              help="Evidence bundle folder; outputs go to its ncu-profiles/. Example: experiments/artifacts/"
+                   "inference-perf-bench/h200-decode")
+@click.option("--mode", type=click.Choice(["attach", "launch-and-attach"]), default="attach", show_default=True,
+              help="attach: to a process started under `ncu --mode launch`; launch-and-attach: run the command.")
+@click.option("--ncu", default="ncu", show_default=True, envvar="PERFREPORT_NCU", show_envvar=True,
+              help="ncu executable. Example: --ncu /usr/local/cuda/bin/ncu")
+@click.option("--nvidia-smi", "nvidia_smi", default="nvidia-smi", show_default=True, help="nvidia-smi executable.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to wait for the requested kernels (attach) or the whole run.")
+@click.option("--import", "import_campaign", type=click.Path(path_type=Path), default=None,
+              help="After a good capture, import_ncu it into this campaign (needs --cell-id).")
+@click.option("--deployment-revision", default=None, help="Recorded in the receipt. Example: vllm-0.11.0@abc123")
+def capture_run_cmd(bundle_dir: Path, mode: str, ncu: str, nvidia_smi: str, timeout_s: float,
+                    import_campaign: Path | None, deployment_revision: str | None, **kwargs: Any) -> None:
+    """Run a scoped capture into the bundle's ncu-profiles/ with a receipt; diagnose an empty or failed one.
+
+    \b
+    Example (attach to a server started with `ncu --mode launch`):
+      perftunereport capture run --bundle B --kernel-name regex:nvjet --set basic --output decode_gemm
+    Example (launch and attach):
+      perftunereport capture run --bundle B --mode launch-and-attach --kernel-name regex:flash -- python3 bench.py
+    """
+    from perfreport.capture.plan import build_plan
+    from perfreport.capture.run import capture_run
+
+    plan = build_plan(_spec(kwargs))
+    for one in plan.per_kernel():  # one attach per kernel pattern; each is judged by the policy again
+        res = capture_run(one, bundle_dir, mode, ncu=ncu, nvidia_smi=nvidia_smi, timeout_s=timeout_s,
+                          import_campaign=import_campaign, deployment_revision=deployment_revision,
+                          env=one.env or None, progress=lambda m: click.echo(m, err=True))
+        click.echo(f"captured {res.kernels_profiled} kernel(s) into {res.profiles_dir}: "
+                   f"{', '.join(p.name for p in res.outputs)}; receipt {res.receipt_path}")

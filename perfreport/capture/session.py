@@ -90,7 +90,7 @@ class NcuSession:
     argv: Sequence[str]
     log_path: Path
     on_event: Callable[[ProfEvent], None] | None = None
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = None  # set on top of this process's environment (ncu's own variables)
     events: list[ProfEvent] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
     started_at: float | None = None
@@ -109,7 +109,8 @@ class NcuSession:
         self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(list(self.argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=None if self.env is None else {**os.environ, **self.env})
         except OSError:
             self._log.close()
             raise
