@@ -330,9 +330,10 @@ def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: 
 
 
 def _register_capture() -> None:
-    from perfreport.cli_capture import capture_group
+    from perfreport.cli_capture import capture_group, harness_cmd
 
     cli.add_command(capture_group)
+    cli.add_command(harness_cmd)
 
 
 _register_capture()

@@ -154,3 +154,53 @@ def capture_run_cmd(bundle_dir: Path, mode: str, ncu: str, nvidia_smi: str, time
                           env=one.env or None, progress=lambda m: click.echo(m, err=True))
         click.echo(f"captured {res.kernels_profiled} kernel(s) into {res.profiles_dir}: "
                    f"{', '.join(p.name for p in res.outputs)}; receipt {res.receipt_path}")
+
+
+@click.command(name="harness", context_settings={"ignore_unknown_options": True, "help_option_names": []},
+               add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def harness_cmd(args: tuple[str, ...]) -> None:
+    """Single-op kernel-replay harness: one op, fixed seeded inputs, W warm-ups, then a loop; prints its ncu command.
+
+    \b
+    Same flags as `python3 -m perfreport.capture.harness` (the form ncu runs as its target; --help lists them).
+    Example:
+      perftunereport harness gemm --shape m=16,n=4096,k=4096 --dtype bf16 --warmup 10 --iters 100
+    """
+    from perfreport.capture.harness import main
+
+    raise SystemExit(main(list(args)))
+
+
+@capture_group.command(name="preflight", context_settings={"ignore_unknown_options": True})
+@spec_options
+@click.option("--ncu", default="ncu", show_default=True, envvar="PERFREPORT_NCU", show_envvar=True,
+              help="ncu executable. Example: --ncu /usr/local/cuda/bin/ncu")
+@click.option("--nvidia-smi", "nvidia_smi", default="nvidia-smi", show_default=True, help="nvidia-smi executable.")
+@click.option("--pid", "target_pid", type=int, default=None,
+              help="Target process: its environment is checked for CUDA_INJECTION64_PATH. Example: --pid 4242")
+@click.option("--min-free-gib", type=float, default=2.0, show_default=True,
+              help="Warn when a GPU has less free memory (kernel replay saves and restores memory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min_free_gib: float, as_json: bool,
+                          **kwargs: Any) -> None:
+    """Check ncu, driver, GPU, counter permission, the injection slot, free memory and the plan's ncu options.
+
+    Exits 1 when a check fails. Give the same scoping flags as `capture plan` to check the options it would use.
+
+    \b
+    Example:
+      perftunereport capture preflight --ncu /usr/local/cuda/bin/ncu --kernel-name regex:nvjet --pid 4242
+    """
+    from perfreport.capture.plan import build_plan
+    from perfreport.capture.preflight import preflight, preflight_summary
+
+    plan = build_plan(_spec(kwargs))
+    argvs = [plan.per_kernel()[0].attach_argv(ncu)]
+    if plan.spec.command:
+        argvs.append(plan.per_kernel()[0].launch_argv(ncu))
+    result = preflight(ncu, nvidia_smi, plan_argv=[a for argv in argvs for a in argv], target_pid=target_pid,
+                       min_free_gib=min_free_gib)
+    click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else preflight_summary(result))
+    if not result.ok:
+        raise SystemExit(1)
