@@ -204,3 +204,33 @@ def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min
     click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else preflight_summary(result))
     if not result.ok:
         raise SystemExit(1)
+
+
+@capture_group.command(name="diagnose")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--kernel-name", "kernel_pattern", default=None,
+              help="The --kernel-name the capture used (read from the log when it echoes ncu's command line).")
+@click.option("--json", "as_json", is_flag=True, help="Print the diagnoses as JSON.")
+def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) -> None:
+    """Name why a capture failed or came back empty (stable code + fix), from ncu's output or a report.
+
+    Exits 1 when anything but `ok` is found.
+
+    \b
+    Example:
+      perftunereport capture diagnose bundle/ncu-profiles/decode_gemm.ncu-output.txt
+      perftunereport capture diagnose bundle/ncu-profiles/decode_gemm.ncu-rep
+    """
+    from perfreport.capture.diagnose import diagnose_path
+
+    found = diagnose_path(path, kernel_pattern)
+    if as_json:
+        click.echo(json.dumps([{"code": d.code, "message": d.message, "evidence": list(d.evidence),
+                                "details": d.details} for d in found], indent=2, sort_keys=True, default=str))
+    else:
+        for d in found:
+            click.echo(f"{d.code}: {d.message}")
+            for line in d.evidence:
+                click.echo(f"    | {line}")
+    if any(d.code != "ok" for d in found):
+        raise SystemExit(1)

@@ -126,7 +126,8 @@ def capture_run(
         if report is not None:
             say(f"report: {report.name} ({report.stat().st_size:,} bytes)")
             _export(plan, report, staging, name, ncu, steps, say)
-        diagnosis = _diagnose(staging / finals["log"].name, ok, rc, profiled, report)
+        diagnosis = _diagnose(staging / finals["log"].name, ok, rc, profiled, report,
+                              spec.kernel_patterns[0] if spec.kernel_patterns else None)
         outputs = _publish(staging, profiles)
         result = RunResult(mode, name, profiles, finals["receipt"], {}, profiles / report.name if report else None,
                            outputs, len(profiled), profiled, rc, ok, diagnosis, list(session.events),
@@ -269,11 +270,12 @@ def _export(plan: Any, report: Path, staging: Path, name: str, ncu: str, steps: 
             say(f"export: {dst.name} ({dst.stat().st_size:,} bytes)")
 
 
-def _diagnose(log: Path, ok: bool, rc: int | None, profiled: list[str], report: Path | None) -> list[dict[str, Any]]:
+def _diagnose(log: Path, ok: bool, rc: int | None, profiled: list[str], report: Path | None,
+              pattern: str | None) -> list[dict[str, Any]]:
     from perfreport.capture.diagnose import diagnose_text
 
     text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    found = [{"code": d.code, "message": d.message} for d in diagnose_text(text)]
+    found = [{"code": d.code, "message": d.message} for d in diagnose_text(text, pattern)]
     if not ok and all(d["code"] == "ok" for d in found):
         what = ("no report was written" if report is None else
                 "no kernel was profiled" if not profiled else f"ncu exited with rc={rc}")
