@@ -234,3 +234,29 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
                 click.echo(f"    | {line}")
     if any(d.code != "ok" for d in found):
         raise SystemExit(1)
+
+
+@capture_group.command(name="release")
+@click.option("--ncu", default="ncu", show_default=True, envvar="PERFREPORT_NCU", show_envvar=True,
+              help="ncu executable. Example: --ncu /usr/local/cuda/bin/ncu")
+@click.option("--hostname", default="127.0.0.1", show_default=True, help="Host of the launched process.")
+@click.option("--port", type=int, default=None, help="ncu base port the process listens on (default 49152).")
+@click.option("--log", "log_path", type=click.Path(path_type=Path), default=Path("release.ncu-output.txt"),
+              show_default=True, help="Where the release attach's ncu output goes.")
+@click.option("--attempts", type=int, default=30, show_default=True, help="Attach attempts, 2 s apart.")
+def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Path, attempts: int) -> None:
+    """Release a process started under `ncu --mode launch` (it blocks at its first CUDA call until an attach).
+
+    Attaches once with a kernel filter that matches nothing, then interrupts its own ncu: the target runs on,
+    and later `capture run` attaches work (docs/capture.md, "Attach").
+
+    \b
+    Example:
+      ncu --mode launch --target-processes all -- python3 -m vllm.entrypoints.openai.api_server ... &
+      perftunereport capture release --ncu /usr/local/cuda/bin/ncu
+    """
+    from perfreport.capture.release import release_launched
+
+    res = release_launched(ncu, log_path, hostname=hostname, port=port, attempts=attempts,
+                           progress=lambda m: click.echo(m, err=True))
+    click.echo(f"released process {res.pid} after {len(res.steps)} attach attempt(s); ncu output {log_path}")
