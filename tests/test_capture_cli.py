@@ -62,7 +62,8 @@ def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake: Path,
     assert r["argv"][-5:] == ["--", "python3", "oracle.py", "--only", "gemm"]
     assert "--kernel-name" in r["argv"] and r["exit_status"] == 0 and r["kernels_profiled"] == 6
     rep = next(o for o in r["outputs"] if o["path"].endswith("gemm.ncu-rep"))
-    assert rep["sha256"] == sha256_file(prof / "gemm.ncu-rep") and rep["bytes"] == (prof / "gemm.ncu-rep").stat().st_size
+    report = prof / "gemm.ncu-rep"
+    assert rep["sha256"] == sha256_file(report) and rep["bytes"] == report.stat().st_size
     assert [d["code"] for d in r["diagnosis"]] == ["ok"] and r["cleanup_done"] is True
     launched = [json.loads(line) for line in fake.read_text().splitlines() if '"argv"' in line]
     assert any("--kernel-name" in e["argv"] for e in launched)
