@@ -260,3 +260,100 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
     res = release_launched(ncu, log_path, hostname=hostname, port=port, attempts=attempts,
                            progress=lambda m: click.echo(m, err=True))
     click.echo(f"released process {res.pid} after {len(res.steps)} attach attempt(s); ncu output {log_path}")
+
+
+def _k8s_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `capture k8s plan` and `capture k8s run` (plus the spec flags)."""
+    opts = [
+        click.option("--method", type=click.Choice(["sister", "debug"]), required=True,
+                     help="sister: a one-replica copy outside the Service; debug: an ephemeral container in a pod "
+                          "whose server runs under `ncu --mode launch`."),
+        click.option("--name", "target_name", required=True,
+                     help="Deployment (sister) or pod (debug) name. Example: --name vllm-llama-8b"),
+        click.option("--namespace", "-n", "namespace", default="default", show_default=True, help="Namespace."),
+        click.option("--container", required=True, help="The server container. Example: --container vllm"),
+        click.option("--capture-id", required=True, help="Id in labels and file names. Example: --capture-id cap1"),
+        click.option("--ncu-image", required=True,
+                     help="Image holding ncu. Example: --ncu-image nvcr.io/nvidia/cuda:13.0.1-devel-ubuntu24.04"),
+        click.option("--ncu-home", default="/opt/nvidia/nsight-compute", show_default=True,
+                     help="Folder holding the ncu binary in --ncu-image, copied by the sister's initContainer. "
+                          "Example: --ncu-home /opt/nvidia/nsight-compute/2025.3.1"),
+        click.option("--keep-label", "keep_labels", multiple=True,
+                     help="Production label the sister keeps (never one a Service selects)."),
+        click.option("--drop-env", "drop_env", multiple=True,
+                     help="Extra variable removed from the sister (CUDA_INJECTION64_PATH always is)."),
+        click.option("--no-counters-cap", "no_counters_cap", is_flag=True,
+                     help="Do not add CAP_SYS_ADMIN to the sister (nodes with NVreg_RestrictProfilingToAdminUsers=0)."),
+        click.option("--from-json", "docs_dir", type=click.Path(path_type=Path), default=None,
+                     help="Folder with deployment.json + services.json (sister) or pod.json (debug) from "
+                          "`kubectl get -o json`, instead of asking the cluster."),
+        click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("k8s-capture"),
+                     show_default=True, help="Where the manifests and k8s-plan.json are written."),
+        click.option("--kubectl", default="kubectl", show_default=True, help="kubectl executable."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return spec_options(fn)
+
+
+def _k8s_plan(kw: dict[str, Any]) -> Any:
+    """Build the k8s plan from the verb's options (popped from kw) and the spec flags left in kw."""
+    from perfreport.capture.k8s import K8sOptions, k8s_plan
+    from perfreport.capture.k8s_manifests import load_docs
+    from perfreport.capture.k8s_steps import fetch_docs
+
+    method, docs_dir, out_dir = kw.pop("method"), kw.pop("docs_dir"), kw.pop("out_dir")
+    name, namespace, kubectl = kw.pop("target_name"), kw.pop("namespace"), kw.pop("kubectl")
+    docs = fetch_docs(method, name, namespace, kubectl) if docs_dir is None else load_docs(method, docs_dir)
+    opts = K8sOptions(container=kw.pop("container"), capture_id=kw.pop("capture_id"), ncu_image=kw.pop("ncu_image"),
+                      namespace=namespace, ncu_home=kw.pop("ncu_home"), keep_labels=kw.pop("keep_labels"),
+                      drop_env=kw.pop("drop_env"), counters_cap=not kw.pop("no_counters_cap"))
+    return k8s_plan(method, _spec(kw), opts, out_dir, **docs)
+
+
+@capture_group.group(name="k8s")
+def k8s_group() -> None:
+    """Capture from a Kubernetes pod: kubectl debug sidecar or a sister deployment (docs/capture.md)."""
+
+
+@k8s_group.command(name="plan", context_settings={"ignore_unknown_options": True})
+@_k8s_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (also written as k8s-plan.json).")
+def k8s_plan_cmd(as_json: bool, **kwargs: Any) -> None:
+    """Write the manifests and print every kubectl argv of a k8s capture, with the policy verdict (exit 3: refused).
+
+    \b
+    Example:
+      perftunereport capture k8s plan --method sister --name vllm-llama-8b -n inference --container vllm \\
+          --capture-id cap1 --ncu-image nvcr.io/nvidia/cuda:13.0.1-devel-ubuntu24.04 --kernel-name regex:nvjet
+    """
+    plan = _k8s_plan(kwargs)
+    click.echo(json.dumps(plan.as_dict(), indent=2, sort_keys=True) if as_json else plan.text())
+    if plan.verdict == "refuse":
+        raise SystemExit(3)
+
+
+@k8s_group.command(name="run", context_settings={"ignore_unknown_options": True})
+@_k8s_options
+@click.option("--bundle", "bundle_dir", required=True, type=click.Path(path_type=Path),
+              help="Evidence bundle; outputs and receipts go to its ncu-profiles/.")
+@click.option("--dry-run", is_flag=True, help="Print the kubectl commands; run nothing.")
+def k8s_run_cmd(bundle_dir: Path, dry_run: bool, **kwargs: Any) -> None:
+    """Plan, then run the k8s capture: create/attach/capture/export/copy, always clean up, write receipts.
+
+    \b
+    Example:
+      perftunereport capture k8s run --method sister --name vllm-llama-8b -n inference --container vllm \\
+          --capture-id cap1 --ncu-image IMAGE --kernel-name regex:nvjet --bundle B --dry-run
+    """
+    from perfreport.capture.k8s import k8s_run
+
+    kubectl = kwargs["kubectl"]
+    plan = _k8s_plan(kwargs)
+    result = k8s_run(plan, bundle_dir, kubectl=kubectl, dry_run=dry_run, progress=lambda m: click.echo(m, err=True))
+    if dry_run:
+        click.echo(plan.text())
+        return
+    for c in result.captures:
+        click.echo(f"{c.name}: {len(c.kernel_names)} kernel(s), ncu rc={c.exit_status}, receipt {c.receipt_path}")
+    click.echo(f"cleanup receipt {result.cleanup_receipt_path}")

@@ -316,3 +316,23 @@ def test_imports_without_heavy_dependencies() -> None:
             "print(sorted(m for m in ('pandas', 'duckdb', 'pydantic', 'numpy', 'ncu_report') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+REAL_RUNS = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200_capture"
+
+
+@pytest.mark.parametrize("name", ["overhead_b1_basic", "overhead_b2_full", "overhead_b3_unscoped"])
+def test_attach_to_a_target_held_by_an_orphaned_ncu_is_no_attachable_process(name: str) -> None:
+    """H200: after a SIGTERM to the ncu wrapper the real ncu stayed attached; later attaches found no process."""
+    text = (REAL_RUNS / "overhead" / "bundle" / "ncu-profiles" / f"{name}.ncu-output.txt").read_text()
+    found = diagnose_text(text)
+    assert [d.code for d in found] == ["no-attachable-process"]
+    assert "another ncu is still attached" in found[0].message
+    assert found[0].evidence == ("==ERROR== No attachable process found.",)
+
+
+@pytest.mark.parametrize(("name", "code"), [("gemm_bf16_basic", "ok"), ("gemm_bf16_full", "ok"), ("sdpa_full", "ok"),
+                                            ("triton_rmsnorm_full", "ok"), ("empty_pattern", "no-kernels-profiled")])
+def test_capture_run_outputs_from_the_h200(name: str, code: str) -> None:
+    text = (REAL_RUNS / "run1" / "bundle" / "ncu-profiles" / f"{name}.ncu-output.txt").read_text()
+    assert [d.code for d in diagnose_text(text, "regex:no_such_kernel")] == [code]

@@ -25,7 +25,8 @@ from perfreport.errors import InputError
 # Stable output order: configuration mistakes first, then environment, then workload, then outcomes.
 CODES = (
     "attach-option-removed", "launch-mode-option", "injection-slot-taken", "counter-permission",
-    "cupti-version-skew", "env-wrapper", "nondeterministic-replay", "oom", "no-kernels-profiled",
+    "cupti-version-skew", "env-wrapper", "no-attachable-process", "nondeterministic-replay", "oom",
+    "no-kernels-profiled",
     "report-unreadable", "unknown-error", "capture-incomplete", "no-ncu-output", "ok",
 )
 MAGIC = b"NVR\x00"
@@ -42,7 +43,8 @@ _AVAILABLE = re.compile(r"^\s*\d+\.\s+(?P<name>\S.*?)\s*$")
 _KERNEL_OPT = re.compile(r"""(?:^|\s)(?:--kernel-name|-k)(?:=|\s+)(['"]?)(?P<pat>[^\s'"]+)\1""")
 _APP_CODE = re.compile(r"^==ERROR== The application returned an error code \((-?\d+)\)")
 # ==ERROR== lines that only echo another failure (the target's exit code, a header before the real line).
-_SECONDARY = re.compile(r"^==ERROR== (?:The application returned an error code|An error was reported by the driver)")
+_SECONDARY = re.compile(r"^==ERROR== (?:The application returned an error code|An error was reported by the driver"
+                        r"|An error occurred while trying to profile)")
 _RULES = {
     "attach": re.compile(r"^==ERROR== unrecogni[sz]ed option '--attach'"),
     "launch": re.compile(r"^==ERROR== Invalid option (?P<option>\S+) specified for --mode launch"),
@@ -61,6 +63,7 @@ _RULES = {
     "oom": re.compile(r"(?i:out of memory)|OutOfMemoryError"),
     "shutdown": re.compile(r"^==PROF== Trying to shutdown target application"),
     "empty": re.compile(r"^==WARNING== No kernels were profiled\."),
+    "noattach": re.compile(r"^==ERROR== No attachable process found"),
 }
 
 
@@ -138,6 +141,12 @@ _SIMPLE = (
      "`--target-processes application-only`, a wrapper after `--` such as `env VAR=1 python3 ...` (or a shell "
      "script) is the profiled process. Set the variable on ncu's own process (`VAR=1 ncu ... -- python3 ...`) or "
      "pass `--target-processes all`."),
+    ("no-attachable-process", "noattach",
+     "the attach found no process to profile: `{line}`. Either no process on that host was started under "
+     "`ncu --mode launch` (ports 49152-49215), or another ncu is still attached to it (one attach at a time: an "
+     "attaching ncu that was killed instead of interrupted can stay connected, and the target then refuses new "
+     "attaches). Start the target with `ncu --mode launch --target-processes all -- CMD`, check --hostname/--port, "
+     "and stop a previous attach with SIGINT to its process group (`perftunereport capture run` does)."),
     ("nondeterministic-replay", "nondet",
      "application replay saw a different set of kernels in a later pass: `{line}`. `--replay-mode application` "
      "re-runs the whole process once per metric pass and needs the same profiled launches every run; this workload "

@@ -296,3 +296,18 @@ def pod_env_names(pod: Mapping[str, Any], container: str) -> list[str]:
 def dump_yaml(doc: Mapping[str, Any]) -> str:
     """YAML for a manifest: block style, key order kept (kubectl reads it as written)."""
     return yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False, width=1000)
+
+
+def load_docs(method: str, folder: Path) -> dict[str, Any]:
+    """k8s_plan's documents from files saved with `kubectl get -o json`: sister: deployment.json + services.json
+    (a List, or one Service); debug: pod.json."""
+    folder = Path(folder)
+    if method != "sister":
+        return {"pod": load_doc(folder / "pod.json", "Pod")}
+    path = folder / "services.json"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: cannot be read as JSON or YAML: {exc}. Save it with "
+                         f"`kubectl get services -n NS -o json > {path}`.") from exc
+    return {"deployment": load_doc(folder / "deployment.json", "Deployment"), "services": service_list(doc, str(path))}

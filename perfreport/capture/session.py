@@ -179,8 +179,15 @@ class NcuSession:
 
     # -- stopping ----------------------------------------------------------------------------------------------
     def interrupt(self) -> None:
-        """Send SIGINT to our ncu's pid only (it writes the report, detaches and exits 130)."""
-        self._signal("sigint-ncu", signal.SIGINT, group=False)
+        """Send SIGINT to our ncu's process group (it writes the report, detaches and exits 130).
+
+        The group, not the pid: /usr/local/cuda/bin/ncu is a shell script that runs the real ncu as its child
+        without exec, and a SIGINT to the script alone never reaches ncu (on the H200 the release attach then
+        ignored SIGINT for 60 s; the SIGTERM after it orphaned the real ncu, still attached, and the target stayed
+        6x slower and refused every later attach: tests/data/h200_capture/overhead/). start_new_session made our
+        ncu the leader of a group holding only the wrapper and ncu (in attach mode the target is not in it).
+        """
+        self._signal("sigint-ncu", signal.SIGINT, group=True)
 
     def stop(self, grace_s: float = 120.0, interrupt: bool = True) -> int | None:
         """SIGINT (unless already sent), wait grace_s; then SIGTERM, 10 s; then SIGKILL our group. Return rc."""
@@ -189,7 +196,7 @@ class NcuSession:
         if interrupt and self.running() and not any(s.step == "sigint-ncu" for s in self.signals):
             self.interrupt()
         for step, sig, group, wait_s in (("wait", None, False, grace_s),
-                                         ("sigterm-ncu", signal.SIGTERM, False, 10.0),
+                                         ("sigterm-ncu-group", signal.SIGTERM, True, 10.0),
                                          ("sigkill-ncu-group", signal.SIGKILL, True, 10.0)):
             if sig is not None and self.running():
                 self._signal(step, sig, group)

@@ -1,0 +1,424 @@
+"""capture k8s plan: the exact kubectl argv (lists, never shell strings) that profile kernels of a pod, two ways.
+
+  debug   an ephemeral container with ncu (`kubectl debug --target C --profile sysadmin`) joins a production pod
+          whose server was started under `ncu --mode launch` and attaches over 127.0.0.1. Nothing restarts.
+  sister  a copy of the production Deployment (k8s_manifests.derive_sister): one replica no Service selects, its
+          server started under `ncu --mode launch` with ncu from an initContainer; released by one attach that
+          profiles nothing, then captured. The policy judges it as replicas >= 2: no user request reaches it.
+Stopping an attach: an attach does not end after --launch-count kernels, and `kubectl exec` forwards no signal to
+the remote process, so every remote ncu runs under `timeout -s INT -k GRACE WINDOW` (a backstop: it cannot outlive
+the window even if we die) and is stopped early by `pkill -INT -f PATTERN` once its `==PROF== Profiling` lines are
+in. PATTERN (`^[^ ]*ncu .* -o /ncu-out/NAME$`) matches the ncu binary only, not `timeout ...` nor the `/bin/sh
+.../ncu` wrapper, so ncu gets one SIGINT (H200, ncu 2025.3.1: the wrapper does not exec the binary; SIGINT to the
+binary wrote the report, exit 0; the backstop alone also wrote it, exit 124). docs/capture.md, "Kubernetes".
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfreport.atomic import write_json_atomic, write_text_atomic
+from perfreport.capture import k8s_manifests as km
+from perfreport.capture.plan import Plan, build_plan
+from perfreport.capture.policy import Finding, verdict_of
+from perfreport.capture.release import release_argv
+from perfreport.capture.run_record import exports_for
+from perfreport.capture.spec import CaptureSpec
+from perfreport.errors import InputError
+from perfreport.ids import check_id
+
+if TYPE_CHECKING:
+    from perfreport.capture.k8s_steps import K8sRunResult, Progress
+
+METHODS = ("debug", "sister")
+POD = "<pod>"  # the sister's pod name, known once its ReplicaSet created it (k8s_run fills it in)
+DEBUG_PREFIX = "perfreport-ncu-"
+DEBUG_REMOTE_DIR = "/tmp"
+_ERE_SPECIAL = frozenset("\\.[]()*+?{}|^$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_GPU_MEM = "--gpu-memory-utilization"
+
+
+@dataclass(frozen=True)
+class K8sOptions:
+    """Where and how: the server container, the capture id, the ncu image, and the time bounds (seconds)."""
+
+    container: str
+    capture_id: str
+    ncu_image: str
+    namespace: str | None = None
+    ncu_home: str = "/opt/nvidia/nsight-compute"
+    debug_ncu: str = "ncu"
+    entrypoint: tuple[str, ...] = ()
+    keep_labels: tuple[str, ...] = ()
+    drop_env: tuple[str, ...] = ()
+    counters_cap: bool = True
+    attach_window_s: int = 600
+    release_window_s: int = 120
+    grace_s: int = 120
+    lifetime_s: int = 3600
+    ready_timeout_s: int = 900
+
+
+@dataclass(frozen=True)
+class K8sStep:
+    """One kubectl command: what it is for (action), its argv, and for exports the local file its stdout fills."""
+
+    name: str
+    argv: tuple[str, ...]
+    action: str
+    capture: str | None = None
+    stdout_file: str | None = None
+    wait_for: int = 0
+    window_s: int = 0
+    pod_slots: tuple[int, ...] = ()
+
+    def resolved(self, kubectl: str, pod: str | None) -> list[str]:
+        """The argv to run: our kubectl as argv[0], the pod name in its slots only (kernel patterns stay as given)."""
+        argv = [kubectl, *self.argv[1:]]
+        for i in self.pod_slots:
+            if pod is not None:
+                argv[i] = argv[i].replace(POD, pod)
+        return argv
+
+    def remote_ncu(self) -> list[str]:
+        """The ncu argv inside the pod (after `--` and the timeout backstop); [] when the step runs no ncu."""
+        argv = list(self.argv)
+        remote = argv[argv.index("--") + 1:] if "--" in argv else []
+        return remote[6:] if remote[:1] == ["timeout"] else remote
+
+    def preview(self, pod: str | None = None) -> str:
+        """Shell form for humans (quoted; stdout redirection shown; the pod filled in when known), never executed."""
+        text = shlex.join(self.resolved(self.argv[0], pod))
+        return f"{text} > {shlex.quote(self.stdout_file)}" if self.stdout_file else text
+
+
+@dataclass
+class K8sPlan:
+    """A judged k8s capture: the ncu plan, the policy and k8s findings, the manifests, every kubectl step in order."""
+
+    method: str
+    opts: K8sOptions
+    namespace: str
+    plan: Plan
+    findings: list[Finding]
+    out_dir: Path
+    exec_container: str
+    ncu: str
+    remote_dir: str
+    pod: str | None = None
+    deployment: str | None = None
+    revision: str | None = None
+    sister: str | None = None
+    selector: str | None = None
+    steps: list[K8sStep] = field(default_factory=list)
+    cleanup: list[K8sStep] = field(default_factory=list)
+    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """ok | warn | refuse over the ncu policy and the k8s checks."""
+        return verdict_of(self.findings)
+
+    @property
+    def kind(self) -> str:
+        """The receipt's capture_kind."""
+        return "k8s-sister" if self.method == "sister" else "k8s-debug"
+
+    @property
+    def capture_id(self) -> str:
+        """The capture id (labels, container and file names)."""
+        return self.opts.capture_id
+
+    @property
+    def target_container(self) -> str:
+        """The server's container: the sister's, or the production one the debug container targets."""
+        return self.opts.container
+
+    def captures(self) -> list[Plan]:
+        """One ncu plan per kernel pattern, in order."""
+        return self.plan.per_kernel()
+
+    def argvs(self) -> list[list[str]]:
+        """Every argv, in the order run executes them (cleanup last)."""
+        return [list(s.argv) for s in [*self.steps, *self.cleanup]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (k8s-plan.json)."""
+        return {"schema_version": 1, "method": self.method, "namespace": self.namespace, "pod": self.pod,
+                "container": self.exec_container, "target_container": self.target_container,
+                "deployment": self.deployment, "revision": self.revision, "capture_id": self.capture_id,
+                "sister": self.sister, "selector": self.selector, "verdict": self.verdict,
+                "findings": [f.as_dict() for f in self.findings], "manifests": sorted(self.manifests),
+                "steps": [_step_dict(s) for s in self.steps], "cleanup": [_step_dict(s) for s in self.cleanup]}
+
+    def text(self) -> str:
+        """Human form: verdict, findings, manifests, then the numbered kubectl commands."""
+        lines = [f"verdict: {self.verdict.upper()} ({self.method}, namespace {self.namespace})"]
+        lines += [f"  [{f.level}] {f.code}: {f.message}" for f in self.findings]
+        lines += [f"manifest: {self.out_dir / name}" for name in sorted(self.manifests)]
+        lines += [f"{i:2d}. {s.name}: {s.preview()}" for i, s in enumerate(self.steps, 1)]
+        lines += [f"    cleanup {s.name} (always, on failure too): {s.preview()}" for s in self.cleanup]
+        if self.method == "sister":
+            lines.append(f"{POD}: the sister's pod, read from `kubectl get pods -l {self.selector}` at run time")
+        return "\n".join(lines)
+
+
+def _step_dict(step: K8sStep) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": step.name, "action": step.action, "argv": list(step.argv)}
+    return {**out, **{k: v for k, v in (("capture", step.capture), ("stdout_file", step.stdout_file)) if v}}
+
+
+def ere_escape(text: str) -> str:
+    """Escape text for a POSIX extended regex (pkill -f), character by character."""
+    return "".join(f"\\{c}" if c in _ERE_SPECIAL else c for c in text)
+
+
+def interrupt_pattern(tail: Sequence[str]) -> str:
+    """pkill -f pattern for the ncu binary whose argv ends with tail (not `timeout ...`, not `/bin/sh .../ncu`)."""
+    return f"^[^ ]*ncu .* {ere_escape(' '.join(tail))}$"
+
+
+def k8s_plan(method: str, spec: CaptureSpec, opts: K8sOptions, out_dir: Path, *,
+             deployment: Mapping[str, Any] | None = None, services: Sequence[Mapping[str, Any]] = (),
+             pod: Mapping[str, Any] | None = None) -> K8sPlan:
+    """Judge the capture, derive its manifests, list every kubectl argv; write the manifests unless refused."""
+    if method not in METHODS:
+        raise InputError(f"capture k8s: method {method!r} is not one of {', '.join(METHODS)}.")
+    km.check_capture_id(opts.capture_id)
+    doc = deployment if method == "sister" else pod
+    where = ((doc or {}).get("metadata") or {}).get("namespace")
+    if opts.namespace and where and where != opts.namespace:
+        raise InputError(f"capture k8s: the {'Deployment' if method == 'sister' else 'Pod'} is in namespace "
+                         f"{where!r}, --namespace says {opts.namespace!r}. Pass --namespace {where} or the right "
+                         f"object.")
+    plan = _sister_plan(spec, opts, deployment, services, Path(out_dir)) if method == "sister" else \
+        _debug_plan(spec, opts, pod, deployment, Path(out_dir))
+    names = [check_id("capture output", p.spec.output) for p in plan.captures()]
+    if len(set(names)) != len(names):
+        raise InputError(f"capture k8s: output names {names} repeat; pick another --output.")
+    if method == "sister":
+        plan.steps, plan.cleanup = _sister_steps(plan), _sister_cleanup(plan)
+    else:
+        plan.steps, plan.cleanup = _debug_steps(plan), _debug_cleanup(plan)
+    if plan.verdict != "refuse":  # a refused plan writes nothing (and k8s_run runs nothing)
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        for name, doc in sorted(plan.manifests.items()):
+            write_text_atomic(plan.out_dir / name, km.dump_yaml(doc))
+            plan.written.append(plan.out_dir / name)
+        write_json_atomic(plan.out_dir / "k8s-plan.json", plan.as_dict())
+        plan.written.append(plan.out_dir / "k8s-plan.json")
+    return plan
+
+
+def k8s_run(plan: K8sPlan, bundle_dir: Path, kubectl: str = "kubectl", dry_run: bool = False,
+            progress: Progress | None = None, **timing: Any) -> K8sRunResult:
+    """Execute the plan's steps into bundle_dir/ncu-profiles/ (see k8s_steps.run_plan; dry_run prints only)."""
+    from perfreport.capture.k8s_steps import run_plan
+
+    return run_plan(plan, Path(bundle_dir), kubectl, dry_run, progress, **timing)
+
+
+def _findings(problems: Sequence[tuple[str, str, str]]) -> list[Finding]:
+    return [Finding(code, level, message) for code, level, message in problems]
+
+
+def _gpu_memory(spec: CaptureSpec, container: Mapping[str, Any]) -> float | None:
+    """The spec's value, else the server's own --gpu-memory-utilization argument (for the memory rule)."""
+    if spec.gpu_memory_utilization is not None:
+        return spec.gpu_memory_utilization
+    args = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg == _GPU_MEM and i + 1 < len(args) else \
+            arg.split("=", 1)[1] if arg.startswith(f"{_GPU_MEM}=") else None
+        if value is not None:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _revision(deployment: Mapping[str, Any] | None) -> str | None:
+    value = (((deployment or {}).get("metadata") or {}).get("annotations") or {}).get(km.REVISION_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def _sister_plan(spec: CaptureSpec, opts: K8sOptions, deployment: Mapping[str, Any] | None,
+                 services: Sequence[Mapping[str, Any]], out_dir: Path) -> K8sPlan:
+    if deployment is None:
+        raise InputError("capture k8s --sister: no Deployment given. Pass --deployment NAME (read with `kubectl "
+                         "get deployment NAME -o json`) or --deployment-file FILE.")
+    deployment = km.parse_doc(deployment, "Deployment", "deployment")
+    meta = deployment.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    container = km.find_container(pod_spec, opts.container, f"deployment {name!r}")
+    command = km.server_command(container, opts.entrypoint, f"deployment {name!r}")
+    extra = [Finding("k8s-sister-replica", "info", "the sister is one extra replica that no Service selects: the "
+                     "policy judges it as replicas >= 2. It needs a GPU of its own (the production pod's resources "
+                     "are copied) and is deleted at the end, on failure too.")]
+    if spec.command and list(spec.command) != command:
+        extra.append(Finding("k8s-command-ignored", "warn", f"the command after `--` ({shlex.join(spec.command)}) "
+                             f"is ignored: the sister runs the Deployment's own ({shlex.join(command)})."))
+    judged = build_plan(spec.with_changes(command=tuple(command), replicas=max(2, spec.replicas),
+                                          gpu_memory_utilization=_gpu_memory(spec, container)))
+    sopts = km.SisterOptions(container=opts.container, capture_id=opts.capture_id, ncu_image=opts.ncu_image,
+                             ncu_home=opts.ncu_home, drop_env=opts.drop_env, keep_labels=opts.keep_labels,
+                             entrypoint=opts.entrypoint, counters_cap=opts.counters_cap)
+    sister = km.derive_sister(deployment, sopts, judged.launch_argv(km.SISTER_NCU))
+    _set_env(sister, opts.container, judged.env)
+    problems = km.sister_problems(deployment, sister, services, sopts)
+    return K8sPlan("sister", opts, opts.namespace or str(meta.get("namespace") or "default"), judged,
+                   [*judged.findings, *_findings(problems), *extra], out_dir, opts.container, km.SISTER_NCU,
+                   km.OUT_MOUNT, deployment=name, revision=_revision(deployment),
+                   sister=str(sister["metadata"]["name"]),
+                   selector=km.label_selector(km.sister_selector(opts.capture_id)),
+                   manifests={"sister.yaml": sister})
+
+
+def _set_env(sister: dict[str, Any], container: str, env: Mapping[str, str]) -> None:
+    """The spec's env goes on ncu's own process: in the sister that is the container's env."""
+    if env:
+        target = km.find_container(sister["spec"]["template"]["spec"], container, "sister")
+        kept = [e for e in target.get("env") or [] if e.get("name") not in env]
+        target["env"] = [*kept, *({"name": k, "value": v} for k, v in sorted(env.items()))]
+
+
+def _debug_plan(spec: CaptureSpec, opts: K8sOptions, pod: Mapping[str, Any] | None,
+                deployment: Mapping[str, Any] | None, out_dir: Path) -> K8sPlan:
+    if pod is None:
+        raise InputError("capture k8s --debug: no Pod given. Pass --pod NAME (read with `kubectl get pod NAME -o "
+                         "json`) or --pod-file FILE.")
+    pod = km.parse_doc(pod, "Pod", "pod")
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    container = km.find_container(pod.get("spec") or {}, opts.container, f"pod {name!r}")
+    ephemeral = f"{DEBUG_PREFIX}{opts.capture_id}"
+    if len(ephemeral) > 63 or not _DNS_LABEL.match(ephemeral):
+        raise InputError(f"capture id {opts.capture_id!r}: the debug container would be named {ephemeral!r}, "
+                         f"expected a DNS label (lowercase letters, digits, '-', at most 63 characters). Pick an "
+                         f"id such as 'decode-gemm-1'.")
+    judged = build_plan(spec.with_changes(gpu_memory_utilization=_gpu_memory(spec, container)))
+    extra = [Finding("k8s-debug-privileged", "info", "`kubectl debug --profile sysadmin` makes the ncu container "
+                     "privileged (GPU performance counters need CAP_SYS_ADMIN under the default driver setting; "
+                     "--profile general only adds SYS_PTRACE); a namespace enforcing Pod Security 'baseline' "
+                     "refuses it."),
+             Finding("k8s-ephemeral-stays", "info", f"ephemeral containers cannot be removed: {ephemeral} stays "
+                     f"in the pod's spec until the pod is replaced; its idle process (`sleep {opts.lifetime_s}`) "
+                     f"ends by itself. Each capture id adds one.")]
+    needed = len(judged.per_kernel()) * (opts.attach_window_s + opts.grace_s) + 300
+    if opts.lifetime_s < needed:
+        extra.append(Finding("k8s-debug-lifetime", "warn", f"the debug container idles for {opts.lifetime_s} s "
+                             f"but the captures may take {needed} s (attach window + grace per kernel); raise "
+                             f"--debug-lifetime or lower --attach-window."))
+    if spec.env:
+        extra.append(Finding("k8s-env-ignored", "warn", "env is ignored with --debug: the server was launched "
+                             "already, and the attaching ncu's environment does not reach it."))
+    problems = km.sidecar_problems(pod, opts.container)
+    plan = K8sPlan("debug", opts, opts.namespace or str(meta.get("namespace") or "default"), judged,
+                   [*judged.findings, *_findings(problems), *extra], out_dir, ephemeral, opts.debug_ncu,
+                   DEBUG_REMOTE_DIR, pod=name, deployment=_owner_deployment(pod, deployment),
+                   revision=_revision(deployment))
+    # what `kubectl debug --profile sysadmin` adds, for review (kubectl builds it from the flags)
+    plan.manifests["ephemeral-container.yaml"] = {
+        "name": ephemeral, "image": opts.ncu_image, "command": ["sleep", str(opts.lifetime_s)],
+        "targetContainerName": opts.container, "terminationMessagePolicy": "File",
+        "securityContext": {"privileged": True}}
+    return plan
+
+
+def _owner_deployment(pod: Mapping[str, Any], deployment: Mapping[str, Any] | None) -> str | None:
+    """The Deployment behind a pod: given, else its ReplicaSet owner's name less the pod-template-hash suffix."""
+    if deployment is not None:
+        return str((deployment.get("metadata") or {}).get("name") or "") or None
+    meta = pod.get("metadata") or {}
+    hash_ = (meta.get("labels") or {}).get("pod-template-hash")
+    for ref in meta.get("ownerReferences") or []:
+        rs = str(ref.get("name", ""))
+        if ref.get("kind") == "ReplicaSet" and hash_ and rs.endswith(f"-{hash_}"):
+            return rs[: -len(hash_) - 1]
+    return None
+
+
+# -- steps: every argv starts with `kubectl VERB` ------------------------------------------------------------------
+def _exec(plan: K8sPlan, name: str, action: str, remote: Sequence[str], **kw: Any) -> K8sStep:
+    argv = ("kubectl", "exec", "-n", plan.namespace, plan.pod or POD, "-c", plan.exec_container, "--", *remote)
+    return K8sStep(name, argv, action, pod_slots=() if plan.pod else (4,), **kw)
+
+
+def _backstop(window_s: int, grace_s: int) -> list[str]:
+    return ["timeout", "-s", "INT", "-k", str(grace_s), str(window_s)]
+
+
+def _capture_steps(plan: K8sPlan) -> list[K8sStep]:
+    """Per kernel: attach (backstopped), interrupt, copy the report, export its raw and SpeedOfLight pages."""
+    o, out = plan.opts, []
+    for p in plan.captures():
+        name, remote = p.spec.output, f"{plan.remote_dir}/{p.spec.output}"
+        argv = build_plan(p.spec.with_changes(output=remote)).attach_argv(plan.ncu)
+        if argv[-2:] != ["-o", remote]:  # the interrupt pattern anchors on it
+            raise ValueError(f"attach argv must end with -o {remote}: {argv}")
+        out += [_exec(plan, "attach", "attach", [*_backstop(o.attach_window_s, o.grace_s), *argv], capture=name,
+                      wait_for=p.spec.launch_count, window_s=o.attach_window_s),
+                _exec(plan, "interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(argv[-2:])],
+                      capture=name),
+                K8sStep("cp", ("kubectl", "cp", f"{plan.namespace}/{plan.pod or POD}:{remote}.ncu-rep",
+                               f"{name}.ncu-rep", "-c", plan.exec_container), "cp", capture=name,
+                        pod_slots=() if plan.pod else (2,))]
+        out += [_exec(plan, f"export{suffix.removesuffix('.csv')}", "export", export, capture=name,
+                      stdout_file=f"{name}{suffix}")
+                for export, suffix in exports_for(p.import_argvs(f"{remote}.ncu-rep", plan.ncu))]
+    return out
+
+
+def _sister_steps(plan: K8sPlan) -> list[K8sStep]:
+    ns, o = plan.namespace, plan.opts
+    release = release_argv(plan.ncu, plan.plan.spec.hostname, plan.plan.spec.port)
+    return [
+        K8sStep("check-deployment", ("kubectl", "get", "deployment", plan.deployment or "", "-n", ns, "-o", "json"),
+                "check-deployment"),
+        K8sStep("create", ("kubectl", "create", "-n", ns, "-f", (plan.out_dir.resolve() / "sister.yaml").as_posix()),
+                "run"),
+        K8sStep("wait-pod", ("kubectl", "get", "pods", "-n", ns, "-l", plan.selector or "", "-o", "json"),
+                "poll-pod"),
+        _exec(plan, "ncu-version", "version", [plan.ncu, "--version"]),
+        _exec(plan, "release", "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
+              window_s=o.release_window_s),
+        _exec(plan, "release-interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])]),
+        K8sStep("wait-ready", ("kubectl", "wait", "-n", ns, "--for=condition=Ready", f"pod/{POD}",
+                               f"--timeout={o.ready_timeout_s}s"), "run", pod_slots=(5,)),
+        *_capture_steps(plan),
+    ]
+
+
+def _sister_cleanup(plan: K8sPlan) -> list[K8sStep]:
+    return [K8sStep("delete-sister", ("kubectl", "delete", "deployment", plan.sister or "", "-n", plan.namespace,
+                                      "--wait=false"), "cleanup")]
+
+
+def _debug_steps(plan: K8sPlan) -> list[K8sStep]:
+    ns, pod, o = plan.namespace, plan.pod or "", plan.opts
+    get = ("kubectl", "get", "pod", pod, "-n", ns, "-o", "json")
+    return [
+        K8sStep("check-pod", get, "check-pod"),
+        K8sStep("debug", ("kubectl", "debug", "-n", ns, pod, "--image", o.ncu_image, "--target", o.container,
+                          "--profile", "sysadmin", "-c", plan.exec_container, "--", "sleep", str(o.lifetime_s)),
+                "run"),
+        K8sStep("wait-debug-container", get, "poll-ephemeral"),
+        _exec(plan, "ncu-version", "version", [plan.ncu, "--version"]),
+        *_capture_steps(plan),
+    ]
+
+
+def _debug_cleanup(plan: K8sPlan) -> list[K8sStep]:
+    """Interrupt any ncu of ours still attached to the production pod (pkill rc 1: none was)."""
+    names = "|".join(ere_escape(p.spec.output) for p in plan.captures())
+    pattern = f"^[^ ]*ncu .* -o {ere_escape(plan.remote_dir)}/({names})$"
+    return [_exec(plan, "interrupt-leftover-ncu", "cleanup", ["pkill", "-INT", "-f", pattern])]
