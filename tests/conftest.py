@@ -132,6 +132,18 @@ def campaign(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tests/data/fake_ncu (real H200 ncu output replayed) with no line delay; returns the JSON-lines file where it
+    records every call (argv, pid, signals received)."""
+    record = tmp_path / "fake_ncu.jsonl"
+    monkeypatch.setenv("FAKE_NCU_RECORD", str(record))
+    monkeypatch.setenv("FAKE_NCU_LINE_DELAY_S", "0")
+    monkeypatch.setenv("FAKE_NCU_MAX_S", "20")
+    monkeypatch.delenv("FAKE_NCU_SCENARIO", raising=False)
+    return record
+
+
 def run_cli(*args: str) -> tuple[int, str]:
     """Invoke the CLI in-process; return (exit code, output)."""
     result = CliRunner().invoke(cli, list(args))

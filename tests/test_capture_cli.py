@@ -23,17 +23,6 @@ NCU, SMI = str(FAKE / "ncu"), str(FAKE / "nvidia-smi")
 HOSTILE = "a'; rm -rf / #"
 
 
-@pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake ncu with no replay delay; returns the JSON-lines file it records its argv and signals in."""
-    record = tmp_path / "fake_ncu.jsonl"
-    monkeypatch.setenv("FAKE_NCU_RECORD", str(record))
-    monkeypatch.setenv("FAKE_NCU_LINE_DELAY_S", "0")
-    monkeypatch.setenv("FAKE_NCU_MAX_S", "20")
-    monkeypatch.delenv("FAKE_NCU_SCENARIO", raising=False)
-    return record
-
-
 def invoke(*args: str) -> tuple[int, str]:
     """Run the CLI in-process; (exit code, stdout + stderr)."""
     res = CliRunner().invoke(cli, list(args))
@@ -45,7 +34,7 @@ def run_args(bundle: Path, *extra: str) -> list[str]:
     return ["capture", "run", "--bundle", str(bundle), "--ncu", NCU, "--nvidia-smi", SMI, *extra]
 
 
-def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake: Path, tmp_path: Path) -> None:
+def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
     code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
                                  "--campaign", "h200-oracle", "--cell-id", "oracle", "--output", "gemm",
@@ -65,16 +54,16 @@ def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake: Path,
     report = prof / "gemm.ncu-rep"
     assert rep["sha256"] == sha256_file(report) and rep["bytes"] == report.stat().st_size
     assert [d["code"] for d in r["diagnosis"]] == ["ok"] and r["cleanup_done"] is True
-    launched = [json.loads(line) for line in fake.read_text().splitlines() if '"argv"' in line]
+    launched = [json.loads(line) for line in fake_ncu.read_text().splitlines() if '"argv"' in line]
     assert any("--kernel-name" in e["argv"] for e in launched)
     assert not list(prof.glob(".*.tmp"))  # staging removed
 
 
-def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake: Path, tmp_path: Path) -> None:
+def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
     code, out = invoke(*run_args(bundle, "--kernel-name", HOSTILE, "--output", "live", "--timeout", "30"))
     assert code == 0, out
-    events = [json.loads(line) for line in fake.read_text().splitlines()]
+    events = [json.loads(line) for line in fake_ncu.read_text().splitlines()]
     argv = next(e["argv"] for e in events if "argv" in e and "attach" in e["argv"])
     assert argv[argv.index("--kernel-name") + 1] == HOSTILE  # one argv element, no shell
     assert any(e.get("signal") == "SIGINT" for e in events)
@@ -83,7 +72,7 @@ def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake: Path, tm
     assert any(c["step"] == "sigint-ncu" for c in r["cleanup"])
 
 
-def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake: Path, tmp_path: Path,
+def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake_ncu: Path, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NCU_SCENARIO", "empty")
     bundle = tmp_path / "b"
@@ -97,15 +86,15 @@ def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake: Path
     assert not (bundle / "ncu-profiles" / "empty.ncu-rep").exists()
 
 
-def test_refused_plan_runs_nothing_and_writes_nothing(fake: Path, tmp_path: Path) -> None:
+def test_refused_plan_runs_nothing_and_writes_nothing(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
     code, out = invoke(*run_args(bundle, "--set", "full", "--output", "x"))
     assert code == 2 and "refused by the capture policy" in out
     assert "unscoped" in out and "basic-before-full" in out
-    assert not fake.exists() and not (bundle / "ncu-profiles" / "x.receipt.json").exists()
+    assert not fake_ncu.exists() and not (bundle / "ncu-profiles" / "x.receipt.json").exists()
 
 
-def test_existing_evidence_is_never_overwritten(fake: Path, tmp_path: Path) -> None:
+def test_existing_evidence_is_never_overwritten(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
     args = run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet", "--output", "g", "--",
                     "python3", "x.py")
@@ -114,7 +103,7 @@ def test_existing_evidence_is_never_overwritten(fake: Path, tmp_path: Path) -> N
     assert code == 2 and "refusing to overwrite evidence" in out and "--output g-2" in out
 
 
-def test_run_then_import_into_the_campaign(fake: Path, tmp_path: Path, campaign: Path) -> None:
+def test_run_then_import_into_the_campaign(fake_ncu: Path, tmp_path: Path, campaign: Path) -> None:
     bundle = tmp_path / "b"
     code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
                                  "--cell-id", "c1", "--output", "g", "--import", str(campaign), "--", "python3",
@@ -140,7 +129,7 @@ def test_diagnose_verb_on_real_logs() -> None:
     assert code == 2 and "does not exist" in out
 
 
-def test_preflight_verb_with_the_recorded_h200_answers(fake: Path) -> None:
+def test_preflight_verb_with_the_recorded_h200_answers(fake_ncu: Path) -> None:
     code, out = invoke("capture", "preflight", "--ncu", NCU, "--nvidia-smi", SMI, "--kernel-name", "regex:nvjet",
                        "--json")
     doc = json.loads(out)
@@ -151,11 +140,11 @@ def test_preflight_verb_with_the_recorded_h200_answers(fake: Path) -> None:
     assert code == 1 and "fail ncu" in out
 
 
-def test_release_verb_detaches_and_reports_the_pid(fake: Path, tmp_path: Path) -> None:
+def test_release_verb_detaches_and_reports_the_pid(fake_ncu: Path, tmp_path: Path) -> None:
     code, out = invoke("capture", "release", "--ncu", NCU, "--log", str(tmp_path / "rel.txt"), "--attempts", "2")
     assert code == 0, out
     assert "released process 692 after 1 attach attempt(s)" in out
-    events = [json.loads(line) for line in fake.read_text().splitlines()]
+    events = [json.loads(line) for line in fake_ncu.read_text().splitlines()]
     argv = next(e["argv"] for e in events if "argv" in e)
     assert argv[argv.index("--kernel-name") + 1] == "regex:^perfreport_release_matches_no_kernel$"
 

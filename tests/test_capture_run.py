@@ -35,17 +35,6 @@ REPORT_BYTES = gzip.decompress((SHARED / "attach_interrupt_1.ncu-rep.gz").read_b
 HOSTILE = "a'; rm -rf / #"
 
 
-@pytest.fixture
-def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Record every fake-ncu call (argv, pid, signals) in a JSON-lines file; replay lines without delay."""
-    record = tmp_path / "fake_ncu.jsonl"
-    monkeypatch.setenv("FAKE_NCU_RECORD", str(record))
-    monkeypatch.setenv("FAKE_NCU_LINE_DELAY_S", "0")
-    monkeypatch.setenv("FAKE_NCU_MAX_S", "20")
-    monkeypatch.delenv("FAKE_NCU_SCENARIO", raising=False)
-    return record
-
-
 def calls(record: Path) -> list[dict[str, Any]]:
     """The fake's recorded events, in order."""
     return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
@@ -73,7 +62,7 @@ def test_parse_real_launch_and_empty_logs() -> None:
 
 
 # -- the ncu session: SIGINT to our ncu only ---------------------------------------------------------------------
-def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_env: Path, tmp_path: Path) -> None:
+def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_ncu: Path, tmp_path: Path) -> None:
     target = subprocess.Popen([sys.executable, "-c", "import signal,time\n"
                                "signal.signal(signal.SIGINT, lambda *a: print('target got SIGINT', flush=True))\n"
                                "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
@@ -86,9 +75,9 @@ def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_env: Path
         assert rc == 130
         assert (tmp_path / "r.ncu-rep").read_bytes() == REPORT_BYTES
         assert [s.step for s in session.signals] == ["sigint-ncu"]
-        assert session.signals[0].argv == ["kill", "-INT", str(session.proc.pid)]  # type: ignore[union-attr]
+        assert session.signals[0].argv == ["kill", "-INT", f"-{session.proc.pid}"]  # type: ignore[union-attr]
         assert target.poll() is None  # the attach target is untouched
-        got = calls(fake_env)
+        got = calls(fake_ncu)
         assert [c.get("signal") for c in got if c["event"] == "signal"] == ["SIGINT"]
         assert {c["pid"] for c in got} == {session.proc.pid}  # type: ignore[union-attr]
         assert "Trying to shutdown target application" in (tmp_path / "out.txt").read_text()
@@ -98,19 +87,19 @@ def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_env: Path
     assert "target got SIGINT" not in (target.stdout.read() if target.stdout else "")
 
 
-def test_session_escalates_when_ncu_ignores_sigint(fake_env: Path, tmp_path: Path,
+def test_session_escalates_when_ncu_ignores_sigint(fake_ncu: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NCU_SCENARIO", "hang")
     session = NcuSession([NCU, "--mode", "attach", "-o", str(tmp_path / "r")], tmp_path / "out.txt").start()
     assert session.wait_profiled(1, 20)
     rc = session.stop(grace_s=0.5)
     assert rc == 143
-    assert [s.step for s in session.signals] == ["sigint-ncu", "sigterm-ncu"]
+    assert [s.step for s in session.signals] == ["sigint-ncu", "sigterm-ncu-group"]
     assert not (tmp_path / "r.ncu-rep").exists()
 
 
 # -- release of a process started under ncu --mode launch --------------------------------------------------------
-def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_env: Path, tmp_path: Path) -> None:
+def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_ncu: Path, tmp_path: Path) -> None:
     assert release_argv("ncu") == ["ncu", "--mode", "attach", "--hostname", "127.0.0.1", "--kernel-name",
                                    NO_KERNEL, "--launch-count", "1"]
     res = release_launched(NCU, tmp_path / "release.txt", hold_s=0.1)
@@ -119,7 +108,7 @@ def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_env:
     assert "No kernels were profiled" in (tmp_path / "release.txt").read_text()
 
 
-def test_release_retries_then_names_the_problem(fake_env: Path, tmp_path: Path,
+def test_release_retries_then_names_the_problem(fake_ncu: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NCU_SCENARIO", "refuse")
     from perfreport.errors import PerfReportError
@@ -236,7 +225,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_fake_ncu_launch_mode_runs_the_command(tmp_path: Path, fake_env: Path) -> None:
+def test_fake_ncu_launch_mode_runs_the_command(tmp_path: Path, fake_ncu: Path) -> None:
     out = subprocess.run([NCU, "--mode", "launch", "--target-processes", "all", "--", sys.executable, "-c",
                           "print('target ran')"], capture_output=True, text=True, timeout=30)
     assert out.stdout.splitlines() == ["==PROF== Waiting for profiler to attach on ports 49152-49215.", "target ran"]
