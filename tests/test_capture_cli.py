@@ -155,3 +155,19 @@ def test_harness_verb_prints_the_ncu_command() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "--launch-skip 7 --launch-count 1" in proc.stdout and "-- python3 -m perfreport.capture.harness gemm" in \
         proc.stdout
+
+
+def test_exports_fall_back_to_ncu_report_when_ncu_import_fails(fake_ncu: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_NCU_IMPORT_FAILS", "1")
+    bundle = tmp_path / "b"
+    code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
+                                 "--output", "g", "--", "python3", "x.py"))
+    assert code == 0, out
+    assert "written through ncu_report" in out
+    prof = bundle / "ncu-profiles"
+    raw = (prof / "g-raw.csv").read_text().splitlines()
+    assert raw[0].startswith('"ID","Process ID"') and len(raw) == 3  # header, units, one kernel
+    assert '"GPU Speed Of Light Throughput","Duration","ns"' in (prof / "g-sol.csv").read_text()
+    steps = {s["step"]: s["rc"] for s in load_receipt(prof / "g.receipt.json")["steps"]}
+    assert steps["export-raw"] == 1 and steps["export-sol"] == 1 and steps["export-ncu_report"] == 0

@@ -264,10 +264,28 @@ def _export(plan: Any, report: Path, staging: Path, name: str, ncu: str, steps: 
         step.ended_at = iso(time.time())
         if step.rc != 0 or dst.stat().st_size == 0:
             dst.unlink(missing_ok=True)
-            say(f"export {dst.name} failed ({step.error or f'rc={step.rc}'}); the .ncu-rep is kept and imports "
-                f"through ncu_report")
+            say(f"export {dst.name} failed ({step.error or f'rc={step.rc}'})")
         else:
             say(f"export: {dst.name} ({dst.stat().st_size:,} bytes)")
+    raw, sol = staging / f"{name}-raw.csv", staging / f"{name}-sol.csv"
+    if not (raw.exists() and sol.exists()):
+        _export_through_ncu_report(report, raw, sol, steps, say)
+
+
+def _export_through_ncu_report(report: Path, raw: Path, sol: Path, steps: list[Step], say: Progress) -> None:
+    """Fallback when `ncu --import` could not run: the same two pages written from the report by ncu_report."""
+    from perfreport.capture.export import export_report
+
+    step = Step("export-ncu_report", ["ncu_report", "export", str(report)], None, iso(time.time()), None)
+    steps.append(step)
+    try:
+        export_report(report, raw, sol)
+        step.rc = 0
+        say(f"export: {raw.name}, {sol.name} written through ncu_report")
+    except PerfReportError as exc:
+        step.rc, step.error = 1, exc.message
+        say(f"export through ncu_report failed too ({exc.message}); the .ncu-rep alone is kept")
+    step.ended_at = iso(time.time())
 
 
 def _diagnose(log: Path, ok: bool, rc: int | None, profiled: list[str], report: Path | None,
