@@ -48,7 +48,8 @@ def read_clean(path: Path, only: frozenset[str]) -> Capture | None:
                 if any(c not in table.header for c in LONG_COLUMNS):
                     return None
                 return read_details(path, fh, first, table, only)
-            data = first + fh.read()
+            fh.seek(0)
+            data = fh.read()  # one buffer (`first + fh.read()` would copy the whole file once more)
     except OSError:
         return None
     return _read_raw(table, data, only)
