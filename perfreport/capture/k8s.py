@@ -5,12 +5,7 @@
   sister  a copy of the production Deployment (k8s_manifests.derive_sister): one replica no Service selects, its
           server started under `ncu --mode launch` with ncu from an initContainer; released by one attach that
           profiles nothing, then captured. The policy judges it as replicas >= 2: no user request reaches it.
-Stopping an attach: an attach does not end after --launch-count kernels, and `kubectl exec` forwards no signal to
-the remote process, so every remote ncu runs under `timeout -s INT -k GRACE WINDOW` (a backstop: it cannot outlive
-the window even if we die) and is stopped early by `pkill -INT -f PATTERN` once its `==PROF== Profiling` lines are
-in. PATTERN (`^[^ ]*ncu .* -o /ncu-out/NAME$`) matches the ncu binary only, not `timeout ...` nor the `/bin/sh
-.../ncu` wrapper, so ncu gets one SIGINT (H200, ncu 2025.3.1: the wrapper does not exec the binary; SIGINT to the
-binary wrote the report, exit 0; the backstop alone also wrote it, exit 124). docs/capture.md, "Kubernetes".
+The kubectl steps, and how an attach is stopped (a `timeout` backstop, then pkill), are built in k8s_argv.
 """
 
 from __future__ import annotations
@@ -24,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from perfreport.atomic import write_json_atomic, write_text_atomic
 from perfreport.capture import k8s_manifests as km
+from perfreport.capture.k8s_argv import POD, K8sStep, kubectl_steps
+from perfreport.capture.k8s_argv import ere_escape as ere_escape  # re-exported: imported from here
+from perfreport.capture.k8s_argv import interrupt_pattern as interrupt_pattern  # re-exported: imported from here
 from perfreport.capture.plan import Plan, build_plan
 from perfreport.capture.policy import Finding, verdict_of
-from perfreport.capture.release import release_argv
-from perfreport.capture.run_record import exports_for
 from perfreport.capture.spec import CaptureSpec
 from perfreport.errors import InputError
 from perfreport.ids import check_id
@@ -36,10 +32,8 @@ if TYPE_CHECKING:
     from perfreport.capture.k8s_steps import K8sRunResult, Progress
 
 METHODS = ("debug", "sister")
-POD = "<pod>"  # the sister's pod name, known once its ReplicaSet created it (k8s_run fills it in)
 DEBUG_PREFIX = "perfreport-ncu-"
 DEBUG_REMOTE_DIR = "/tmp"
-_ERE_SPECIAL = frozenset("\\.[]()*+?{}|^$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_MEM = "--gpu-memory-utilization"
 
@@ -64,38 +58,6 @@ class K8sOptions:
     lifetime_s: int = 3600
     ready_timeout_s: int = 900
 
-
-@dataclass(frozen=True)
-class K8sStep:
-    """One kubectl command: what it is for (action), its argv, and for exports the local file its stdout fills."""
-
-    name: str
-    argv: tuple[str, ...]
-    action: str
-    capture: str | None = None
-    stdout_file: str | None = None
-    wait_for: int = 0
-    window_s: int = 0
-    pod_slots: tuple[int, ...] = ()
-
-    def resolved(self, kubectl: str, pod: str | None) -> list[str]:
-        """The argv to run: our kubectl as argv[0], the pod name in its slots only (kernel patterns stay as given)."""
-        argv = [kubectl, *self.argv[1:]]
-        for i in self.pod_slots:
-            if pod is not None:
-                argv[i] = argv[i].replace(POD, pod)
-        return argv
-
-    def remote_ncu(self) -> list[str]:
-        """The ncu argv inside the pod (after `--` and the timeout backstop); [] when the step runs no ncu."""
-        argv = list(self.argv)
-        remote = argv[argv.index("--") + 1:] if "--" in argv else []
-        return remote[6:] if remote[:1] == ["timeout"] else remote
-
-    def preview(self, pod: str | None = None) -> str:
-        """Shell form for humans (quoted; stdout redirection shown; the pod filled in when known), never executed."""
-        text = shlex.join(self.resolved(self.argv[0], pod))
-        return f"{text} > {shlex.quote(self.stdout_file)}" if self.stdout_file else text
 
 
 @dataclass
@@ -175,15 +137,6 @@ def _step_dict(step: K8sStep) -> dict[str, Any]:
     return {**out, **{k: v for k, v in (("capture", step.capture), ("stdout_file", step.stdout_file)) if v}}
 
 
-def ere_escape(text: str) -> str:
-    """Escape text for a POSIX extended regex (pkill -f), character by character."""
-    return "".join(f"\\{c}" if c in _ERE_SPECIAL else c for c in text)
-
-
-def interrupt_pattern(tail: Sequence[str]) -> str:
-    """pkill -f pattern for the ncu binary whose argv ends with tail (not `timeout ...`, not `/bin/sh .../ncu`)."""
-    return f"^[^ ]*ncu .* {ere_escape(' '.join(tail))}$"
-
 
 def k8s_plan(method: str, spec: CaptureSpec, opts: K8sOptions, out_dir: Path, *,
              deployment: Mapping[str, Any] | None = None, services: Sequence[Mapping[str, Any]] = (),
@@ -203,10 +156,7 @@ def k8s_plan(method: str, spec: CaptureSpec, opts: K8sOptions, out_dir: Path, *,
     names = [check_id("capture output", p.spec.output) for p in plan.captures()]
     if len(set(names)) != len(names):
         raise InputError(f"capture k8s: output names {names} repeat; pick another --output.")
-    if method == "sister":
-        plan.steps, plan.cleanup = _sister_steps(plan), _sister_cleanup(plan)
-    else:
-        plan.steps, plan.cleanup = _debug_steps(plan), _debug_cleanup(plan)
+    plan.steps, plan.cleanup = kubectl_steps(plan)
     if plan.verdict != "refuse":  # a refused plan writes nothing (and k8s_run runs nothing)
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         for name, doc in sorted(plan.manifests.items()):
@@ -345,80 +295,3 @@ def _owner_deployment(pod: Mapping[str, Any], deployment: Mapping[str, Any] | No
         if ref.get("kind") == "ReplicaSet" and hash_ and rs.endswith(f"-{hash_}"):
             return rs[: -len(hash_) - 1]
     return None
-
-
-# -- steps: every argv starts with `kubectl VERB` ------------------------------------------------------------------
-def _exec(plan: K8sPlan, name: str, action: str, remote: Sequence[str], **kw: Any) -> K8sStep:
-    argv = ("kubectl", "exec", "-n", plan.namespace, plan.pod or POD, "-c", plan.exec_container, "--", *remote)
-    return K8sStep(name, argv, action, pod_slots=() if plan.pod else (4,), **kw)
-
-
-def _backstop(window_s: int, grace_s: int) -> list[str]:
-    return ["timeout", "-s", "INT", "-k", str(grace_s), str(window_s)]
-
-
-def _capture_steps(plan: K8sPlan) -> list[K8sStep]:
-    """Per kernel: attach (backstopped), interrupt, copy the report, export its raw and SpeedOfLight pages."""
-    o, out = plan.opts, []
-    for p in plan.captures():
-        name, remote = p.spec.output, f"{plan.remote_dir}/{p.spec.output}"
-        argv = build_plan(p.spec.with_changes(output=remote)).attach_argv(plan.ncu)
-        if argv[-2:] != ["-o", remote]:  # the interrupt pattern anchors on it
-            raise ValueError(f"attach argv must end with -o {remote}: {argv}")
-        out += [_exec(plan, "attach", "attach", [*_backstop(o.attach_window_s, o.grace_s), *argv], capture=name,
-                      wait_for=p.spec.launch_count, window_s=o.attach_window_s),
-                _exec(plan, "interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(argv[-2:])],
-                      capture=name),
-                K8sStep("cp", ("kubectl", "cp", f"{plan.namespace}/{plan.pod or POD}:{remote}.ncu-rep",
-                               f"{name}.ncu-rep", "-c", plan.exec_container), "cp", capture=name,
-                        pod_slots=() if plan.pod else (2,))]
-        out += [_exec(plan, f"export{suffix.removesuffix('.csv')}", "export", export, capture=name,
-                      stdout_file=f"{name}{suffix}")
-                for export, suffix in exports_for(p.import_argvs(f"{remote}.ncu-rep", plan.ncu))]
-    return out
-
-
-def _sister_steps(plan: K8sPlan) -> list[K8sStep]:
-    ns, o = plan.namespace, plan.opts
-    release = release_argv(plan.ncu, plan.plan.spec.hostname, plan.plan.spec.port)
-    return [
-        K8sStep("check-deployment", ("kubectl", "get", "deployment", plan.deployment or "", "-n", ns, "-o", "json"),
-                "check-deployment"),
-        K8sStep("create", ("kubectl", "create", "-n", ns, "-f", (plan.out_dir.resolve() / "sister.yaml").as_posix()),
-                "run"),
-        K8sStep("wait-pod", ("kubectl", "get", "pods", "-n", ns, "-l", plan.selector or "", "-o", "json"),
-                "poll-pod"),
-        _exec(plan, "ncu-version", "version", [plan.ncu, "--version"]),
-        _exec(plan, "release", "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
-              window_s=o.release_window_s),
-        _exec(plan, "release-interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])]),
-        K8sStep("wait-ready", ("kubectl", "wait", "-n", ns, "--for=condition=Ready", f"pod/{POD}",
-                               f"--timeout={o.ready_timeout_s}s"), "run", pod_slots=(5,)),
-        *_capture_steps(plan),
-    ]
-
-
-def _sister_cleanup(plan: K8sPlan) -> list[K8sStep]:
-    return [K8sStep("delete-sister", ("kubectl", "delete", "deployment", plan.sister or "", "-n", plan.namespace,
-                                      "--wait=false"), "cleanup")]
-
-
-def _debug_steps(plan: K8sPlan) -> list[K8sStep]:
-    ns, pod, o = plan.namespace, plan.pod or "", plan.opts
-    get = ("kubectl", "get", "pod", pod, "-n", ns, "-o", "json")
-    return [
-        K8sStep("check-pod", get, "check-pod"),
-        K8sStep("debug", ("kubectl", "debug", "-n", ns, pod, "--image", o.ncu_image, "--target", o.container,
-                          "--profile", "sysadmin", "-c", plan.exec_container, "--", "sleep", str(o.lifetime_s)),
-                "run"),
-        K8sStep("wait-debug-container", get, "poll-ephemeral"),
-        _exec(plan, "ncu-version", "version", [plan.ncu, "--version"]),
-        *_capture_steps(plan),
-    ]
-
-
-def _debug_cleanup(plan: K8sPlan) -> list[K8sStep]:
-    """Interrupt any ncu of ours still attached to the production pod (pkill rc 1: none was)."""
-    names = "|".join(ere_escape(p.spec.output) for p in plan.captures())
-    pattern = f"^[^ ]*ncu .* -o {ere_escape(plan.remote_dir)}/({names})$"
-    return [_exec(plan, "interrupt-leftover-ncu", "cleanup", ["pkill", "-INT", "-f", pattern])]

@@ -1,4 +1,5 @@
-"""Kubernetes documents for `capture k8s`: read Deployment/Service/Pod JSON or YAML, derive the sister Deployment.
+"""Kubernetes documents for `capture k8s`: read Deployment/Service/Pod JSON or YAML (from files, or from the
+cluster with `kubectl get -o json`: fetch_docs), derive the sister Deployment.
 
 The sister is the production Deployment with the changes that make it safe to profile and nothing else:
 one replica, labels no production Service or Deployment selects, the continuous profiler's injection
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,3 +313,28 @@ def load_docs(method: str, folder: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot be read as JSON or YAML: {exc}. Save it with "
                          f"`kubectl get services -n NS -o json > {path}`.") from exc
     return {"deployment": load_doc(folder / "deployment.json", "Deployment"), "services": service_list(doc, str(path))}
+
+
+def fetch_docs(method: str, name: str, namespace: str, kubectl: str = "kubectl") -> dict[str, Any]:
+    """Read k8s_plan's documents with `kubectl get ... -o json`: sister: deployment + services; debug: pod."""
+    def get(*what: str) -> str:
+        argv = [kubectl, "get", *what, "-n", namespace, "-o", "json"]
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InputError(f"`{' '.join(argv)}`: {exc}. Install kubectl or pass --kubectl PATH.") from exc
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise InputError(f"`{' '.join(argv)}` failed (rc={proc.returncode}): {err}. Check the name, the "
+                             f"namespace and your credentials.")
+        return proc.stdout.decode("utf-8", "replace")
+
+    if method != "sister":
+        return {"pod": parse_json(get("pod", name), "Pod", f"pod {name!r}")}
+    where = f"services in namespace {namespace!r}"
+    try:
+        services = service_list(json.loads(get("services")), where)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: kubectl printed no JSON ({exc.msg}); expected a List of Services.") from exc
+    return {"deployment": parse_json(get("deployment", name), "Deployment", f"deployment {name!r}"),
+            "services": services}

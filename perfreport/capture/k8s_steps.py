@@ -4,7 +4,7 @@ Outputs land in <bundle>/ncu-profiles/ as for a local run (NAME.ncu-rep, NAME-ra
 NAME.ncu-output.txt, NAME.receipt.json), staged in a hidden folder and renamed into place, plus
 ID-release.ncu-output.txt (sister) and ID-cleanup.receipt.json (the whole session). Cleanup runs in a `finally`
 (sister: `kubectl delete deployment SISTER --wait=false`; debug: interrupt any ncu of ours still attached) before
-any receipt is written, so every receipt says whether it worked.
+any receipt is written, so every receipt says whether it worked (k8s_receipts writes them).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfreport.atomic import sha256_file
 from perfreport.capture import k8s_manifests as km
-from perfreport.capture.k8s import K8sPlan, K8sStep
+from perfreport.capture.k8s import K8sPlan
+from perfreport.capture.k8s_argv import K8sStep
+from perfreport.capture.k8s_manifests import fetch_docs as fetch_docs  # re-exported: imported from here
+from perfreport.capture.k8s_receipts import K8sCapture as K8sCapture  # re-exported with K8sRunResult
+from perfreport.capture.k8s_receipts import K8sRunResult, write_receipts
 from perfreport.capture.run_record import Step, cleanup_entry, iso
 from perfreport.capture.session import NcuSession
 from perfreport.errors import InputError, PerfReportError
@@ -60,33 +63,6 @@ class _Failed(Exception):
     def __init__(self, step: str, rc: int | None, tail: str, fix: str) -> None:
         super().__init__(step)
         self.step, self.rc, self.tail, self.fix = step, rc, tail, fix
-
-
-@dataclass
-class K8sCapture:
-    """One kernel's capture: its receipt, report, outputs, and what ncu profiled."""
-
-    name: str
-    receipt_path: Path
-    report_path: Path | None
-    outputs: list[Path]
-    kernel_names: list[str]
-    exit_status: int | None
-    ok: bool
-
-
-@dataclass
-class K8sRunResult:
-    """What k8s_run did: per-kernel captures, the cleanup receipt, every step; ran is False for a dry run."""
-
-    plan: K8sPlan
-    ran: bool
-    ok: bool
-    pod: str | None = None
-    captures: list[K8sCapture] = field(default_factory=list)
-    cleanup_receipt_path: Path | None = None
-    steps: list[Step] = field(default_factory=list)
-    cleanup: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -149,7 +125,7 @@ class _Runner:
         finally:
             self._cleanup()
             published = self._publish()
-        result = self._receipts(published, failure)
+        result = write_receipts(self, published, failure)
         if failure is not None:
             done = "done" if all(c["ok"] for c in result.cleanup) else "INCOMPLETE: check the cluster by hand"
             raise PerfReportError(
@@ -413,81 +389,3 @@ class _Runner:
                 out.append(self.profiles / path.name)
         shutil.rmtree(self.staging, ignore_errors=True)
         return out
-
-    def _receipts(self, published: list[Path], failure: _Failed | None) -> K8sRunResult:
-        from perfreport.capture.receipt import new_receipt, write_receipt
-
-        plan, by_name, now = self.plan, {p.name: p for p in published}, time.time()
-        result = K8sRunResult(plan, ran=True, ok=failure is None, pod=self.pod, steps=self.steps,
-                              cleanup=self.cleanup)
-        for p in plan.captures():
-            kernel = self.kernels.get(p.spec.output)
-            if kernel is None:  # not reached: the session receipt records why
-                continue
-            outs = [by_name[f] for f in kernel.files if f in by_name]
-            diagnosis = ([{"code": "k8s-step-failed", "message": kernel.error}] if kernel.error else
-                         [{"code": "ok", "message": f"{len(kernel.profiled)} kernel(s) profiled"}])
-            receipt = new_receipt(**self._fields(p.spec), mode="attach", started_at=iso(kernel.started),
-                                  ended_at=iso(kernel.ended or now), kernels_profiled=len(kernel.profiled),
-                                  kernel_names=kernel.profiled, exit_status=kernel.exit_status,
-                                  outputs=[self._output(o) for o in outs], diagnosis=diagnosis,
-                                  steps=[s.as_dict() for s in [*self.common, *kernel.steps]], cleanup=self.cleanup,
-                                  argv=kernel.step.remote_ncu())
-            path = self.profiles / f"{p.spec.output}.receipt.json"
-            write_receipt(path, receipt)
-            report = by_name.get(f"{p.spec.output}.ncu-rep")
-            result.captures.append(K8sCapture(p.spec.output, path, report, outs, kernel.profiled,
-                                              kernel.exit_status, kernel.error is None and report is not None))
-        names = [n for k in self.kernels.values() for n in k.profiled]
-        why = ([{"code": "k8s-step-failed", "message": f"{failure.step} (rc={failure.rc}): {failure.fix}"}]
-               if failure else [{"code": "ok", "message": f"{len(names)} kernel(s) profiled, cleanup run"}])
-        receipt = new_receipt(**self._fields(plan.plan.spec), mode="cleanup", started_at=iso(self.started),
-                              ended_at=iso(now), kernels_profiled=len(names), kernel_names=names, exit_status=None,
-                              outputs=[self._output(o) for o in published], diagnosis=why,
-                              steps=[s.as_dict() for s in self.steps], cleanup=self.cleanup, argv=None)
-        result.cleanup_receipt_path = self.profiles / f"{plan.capture_id}-cleanup.receipt.json"
-        write_receipt(result.cleanup_receipt_path, receipt)
-        self.say(f"receipts: {result.cleanup_receipt_path.name}"
-                 + "".join(f", {c.receipt_path.name}" for c in result.captures))
-        return result
-
-    def _fields(self, spec: Any) -> dict[str, Any]:
-        plan = self.plan
-        return {"campaign": spec.campaign, "cell_id": spec.cell_id, "ncu_version": self.ncu_version,
-                "driver_version": None, "cuda_version": None, "gpu_name": None,
-                "kernel_patterns": list(spec.kernel_patterns), "kernel_name_base": spec.kernel_name_base,
-                "section_set": spec.section_set, "metrics": list(spec.metrics), "launch_skip": spec.launch_skip,
-                "launch_count": spec.launch_count, "replay_mode": spec.replay_mode,
-                "target_processes": spec.target_processes, "deployment_revision": plan.revision,
-                "plan_findings": [{"code": f.code, "level": f.level} for f in plan.findings], "kind": plan.kind,
-                "target": {"namespace": plan.namespace, "pod": self.pod, "deployment": plan.deployment,
-                           "container": plan.target_container}}
-
-    def _output(self, path: Path) -> dict[str, Any]:
-        return {"path": path.relative_to(self.bundle).as_posix(), "bytes": path.stat().st_size,
-                "sha256": sha256_file(path)}
-
-
-def fetch_docs(method: str, name: str, namespace: str, kubectl: str = "kubectl") -> dict[str, Any]:
-    """Read k8s_plan's documents with `kubectl get ... -o json`: sister: deployment + services; debug: pod."""
-    def get(*what: str) -> str:
-        argv = [kubectl, "get", *what, "-n", namespace, "-o", "json"]
-        try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InputError(f"`{' '.join(argv)}`: {exc}. Install kubectl or pass --kubectl PATH.") from exc
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip()[-500:]
-            raise InputError(f"`{' '.join(argv)}` failed (rc={proc.returncode}): {err}. Check the name, the "
-                             f"namespace and your credentials.")
-        return proc.stdout.decode("utf-8", "replace")
-
-    if method != "sister":
-        return {"pod": km.parse_json(get("pod", name), "Pod", f"pod {name!r}")}
-    where = f"services in namespace {namespace!r}"
-    try:
-        services = km.service_list(json.loads(get("services")), where)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: kubectl printed no JSON ({exc.msg}); expected a List of Services.") from exc
-    return {"deployment": km.parse_json(get("deployment", name), "Deployment", f"deployment {name!r}"),
-            "services": services}
