@@ -150,7 +150,8 @@ def read_rep(path: Path) -> Capture:
         ) from exc
     sha = sha256_file(path)
     with _plain_report(path) as plain:
-        head = plain.read_bytes()[:4] if plain.stat().st_size else b""
+        with plain.open("rb") as fh:
+            head = fh.read(4)  # the magic only (the report can be hundreds of MB)
         if head != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {head!r}, expected {MAGIC!r}). "
