@@ -228,3 +228,48 @@ def _non_finite(obj: Any, where: str) -> list[str]:
     if isinstance(obj, list | tuple):
         return [p for i, v in enumerate(obj) for p in _non_finite(v, f"{where}[{i}]")]
     return []
+
+
+# The files `capture run` writes for one capture NAME, best source first (a report carries every metric).
+CAPTURE_FORMS = (".ncu-rep", ".ncu-rep.gz", "-raw.csv", "-details.csv", "-sol.csv")
+RECEIPT_SUFFIX = ".receipt.json"
+
+
+def _capture_name(path: Path) -> tuple[str, int] | None:
+    """(capture NAME, rank of this form) when path is one of the forms `capture run` writes."""
+    for rank, suffix in enumerate(CAPTURE_FORMS):
+        if path.name.endswith(suffix):
+            return path.name[: -len(suffix)], rank
+    return None
+
+
+def one_per_capture(paths: list[Path]) -> list[Path]:
+    """Keep one file per capture that has a receipt (NAME.receipt.json beside it): the report, else the raw page.
+
+    `capture run` writes the same kernels as NAME.ncu-rep, NAME-raw.csv and NAME-sol.csv; importing all three
+    would list each kernel three times. Files without a receipt are kept as they are (hand-made bundles).
+    """
+    best: dict[Path, tuple[int, Path]] = {}
+    out: list[Path] = []
+    for path in paths:
+        named = _capture_name(path)
+        if named is None or not (path.parent / f"{named[0]}{RECEIPT_SUFFIX}").is_file():
+            out.append(path)
+            continue
+        key = path.parent / named[0]
+        if key not in best or named[1] < best[key][0]:
+            best[key] = (named[1], path)
+    return sorted([*out, *(p for _, p in best.values())], key=lambda p: p.as_posix())
+
+
+def captured_at(paths: list[Path]) -> str | None:
+    """The earliest `started_at` of the capture receipts beside paths (a captured fact), or None without one."""
+    from perfreport.capture.receipt import load_receipt
+
+    starts = []
+    for path in paths:
+        named = _capture_name(path)
+        receipt = path.parent / f"{named[0]}{RECEIPT_SUFFIX}" if named else None
+        if receipt is not None and receipt.is_file():
+            starts.append(str(load_receipt(receipt)["started_at"]))
+    return min(starts) if starts else None

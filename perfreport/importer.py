@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.aggregate import summarize_capture
-from perfreport.bundle import fill_kernel_internals, find_profiles, is_bundle
+from perfreport.bundle import captured_at, fill_kernel_internals, find_profiles, is_bundle, one_per_capture
 from perfreport.campaign import Campaign, load_campaign
 from perfreport.ceilings import load_ceilings
 from perfreport.cells import FILE_NAME, merge_sources, read_cell, write_cell
@@ -55,7 +55,7 @@ def _inputs(bundle_path: Path) -> list[Path]:
                 f"bundle '{bundle_path}': a folder without ncu-profiles/. Expected an evidence bundle "
                 f"(`perftunereport bundle init --id ID`) or a single .ncu-rep / CSV file."
             )
-        return find_profiles(bundle_path)
+        return one_per_capture(find_profiles(bundle_path))
     return [bundle_path]
 
 
@@ -90,7 +90,8 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     warnings = list(campaign.warnings)
     sources: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
-    for path in _inputs(bundle_path):
+    inputs = _inputs(bundle_path)
+    for path in inputs:
         capture = read_export(path)
         entries = summarize_capture(capture, ctx, path.name)
         sources.append(_source_record(capture, path.name, len(entries)))
@@ -106,7 +107,7 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     data = merge_sources(read_cell(out), header, sources, kernels)
     write_cell(out, data)
     if bundle_path.is_dir():
-        fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], None, _method(sources))
+        fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], captured_at(inputs), _method(sources))
     return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)
 
 

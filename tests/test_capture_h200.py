@@ -78,3 +78,23 @@ def test_triton_rmsnorm_streams_its_bytes(campaign: Path) -> None:
     assert reads < k["dram_bytes"] <= must_move * 1.01
     assert k["dram_bytes"] == pytest.approx(67.129088e6 + 42.496768e6, rel=1e-6)
     assert k["flops"]["tensor"] == 0 and k["ai_measured"] is True and k["family"] == "norm"
+
+
+def test_a_capture_run_bundle_imports_one_source_per_capture_with_captured_at(campaign: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from perfreport.bundle import bundle_init
+
+    bundle = bundle_init(tmp_path, "h200-capture-run")
+    shutil.copytree(RUN, bundle / "ncu-profiles", dirs_exist_ok=True)
+    res = import_ncu(campaign, "c1", bundle)
+    assert sorted(s["file"] for s in res.sources) == sorted(f"{n}.ncu-rep.gz" for n in GOOD)  # not also the CSVs
+    assert sorted(k["function"] for k in res.kernels) == sorted(
+        [GOOD[n][1] for n in GOOD if n != "sdpa_full"] + ["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_"
+                                                          "f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"])
+    starts = [load_receipt(RUN / f"{n}.receipt.json")["started_at"] for n in GOOD]
+    internals = json.loads((bundle / "inference_perfbench_v1.json").read_text())["kernel_internals"]
+    first = load_receipt(RUN / "gemm_bf16_basic.receipt.json")["started_at"]  # the first capture of the run
+    assert internals["captured_at"] == min(starts) == first == "2026-12-03T11:15:08.086Z"
+    assert len(internals["per_kernel"]) == 4
