@@ -282,6 +282,10 @@ def _k8s_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Production label the sister keeps (never one a Service selects)."),
         click.option("--drop-env", "drop_env", multiple=True,
                      help="Extra variable removed from the sister (CUDA_INJECTION64_PATH always is)."),
+        click.option("--attach-window", "attach_window_s", type=int, default=600, show_default=True,
+                     help="Seconds a remote attach may run before its `timeout -s INT` backstop ends it."),
+        click.option("--debug-lifetime", "lifetime_s", type=int, default=3600, show_default=True,
+                     help="Seconds the debug container idles (`sleep`) before it ends by itself."),
         click.option("--no-counters-cap", "no_counters_cap", is_flag=True,
                      help="Do not add CAP_SYS_ADMIN to the sister (nodes with NVreg_RestrictProfilingToAdminUsers=0)."),
         click.option("--from-json", "docs_dir", type=click.Path(path_type=Path), default=None,
@@ -307,7 +311,8 @@ def _k8s_plan(kw: dict[str, Any]) -> Any:
     docs = fetch_docs(method, name, namespace, kubectl) if docs_dir is None else load_docs(method, docs_dir)
     opts = K8sOptions(container=kw.pop("container"), capture_id=kw.pop("capture_id"), ncu_image=kw.pop("ncu_image"),
                       namespace=namespace, ncu_home=kw.pop("ncu_home"), keep_labels=kw.pop("keep_labels"),
-                      drop_env=kw.pop("drop_env"), counters_cap=not kw.pop("no_counters_cap"))
+                      drop_env=kw.pop("drop_env"), counters_cap=not kw.pop("no_counters_cap"),
+                      attach_window_s=kw.pop("attach_window_s"), lifetime_s=kw.pop("lifetime_s"))
     return k8s_plan(method, _spec(kw), opts, out_dir, **docs)
 
 

@@ -219,7 +219,7 @@ def test_debug_refuses_a_server_not_started_under_ncu(tmp_path: Path, fake: Path
     plan = debug_plan(tmp_path, pod=load("pod.json"))  # production pod runs `vllm serve` directly
     refused = [f for f in plan.findings if f.level == "refuse"]
     assert [f.code for f in refused] == ["k8s-not-launched"]
-    assert "ncu --mode launch" in refused[0].message and "--sister" in refused[0].message
+    assert "ncu --mode launch" in refused[0].message and "--method sister" in refused[0].message
     assert not (tmp_path / "plan").exists()
     with pytest.raises(PerfReportError):
         k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL)

@@ -203,8 +203,8 @@ def _revision(deployment: Mapping[str, Any] | None) -> str | None:
 def _sister_plan(spec: CaptureSpec, opts: K8sOptions, deployment: Mapping[str, Any] | None,
                  services: Sequence[Mapping[str, Any]], out_dir: Path) -> K8sPlan:
     if deployment is None:
-        raise InputError("capture k8s --sister: no Deployment given. Pass --deployment NAME (read with `kubectl "
-                         "get deployment NAME -o json`) or --deployment-file FILE.")
+        raise InputError("capture k8s --method sister: no Deployment given. Pass --name DEPLOYMENT (read with "
+                         "`kubectl get deployment NAME -o json`) or --from-json DIR holding deployment.json.")
     deployment = km.parse_doc(deployment, "Deployment", "deployment")
     meta = deployment.get("metadata") or {}
     name = str(meta.get("name", ""))
@@ -244,8 +244,8 @@ def _set_env(sister: dict[str, Any], container: str, env: Mapping[str, str]) -> 
 def _debug_plan(spec: CaptureSpec, opts: K8sOptions, pod: Mapping[str, Any] | None,
                 deployment: Mapping[str, Any] | None, out_dir: Path) -> K8sPlan:
     if pod is None:
-        raise InputError("capture k8s --debug: no Pod given. Pass --pod NAME (read with `kubectl get pod NAME -o "
-                         "json`) or --pod-file FILE.")
+        raise InputError("capture k8s --method debug: no Pod given. Pass --name POD (read with `kubectl get pod "
+                         "NAME -o json`) or --from-json DIR holding pod.json.")
     pod = km.parse_doc(pod, "Pod", "pod")
     meta = pod.get("metadata") or {}
     name = str(meta.get("name", ""))
@@ -269,7 +269,7 @@ def _debug_plan(spec: CaptureSpec, opts: K8sOptions, pod: Mapping[str, Any] | No
                              f"but the captures may take {needed} s (attach window + grace per kernel); raise "
                              f"--debug-lifetime or lower --attach-window."))
     if spec.env:
-        extra.append(Finding("k8s-env-ignored", "warn", "env is ignored with --debug: the server was launched "
+        extra.append(Finding("k8s-env-ignored", "warn", "env is ignored with --method debug: the server was launched "
                              "already, and the attaching ncu's environment does not reach it."))
     problems = km.sidecar_problems(pod, opts.container)
     plan = K8sPlan("debug", opts, opts.namespace or str(meta.get("namespace") or "default"), judged,

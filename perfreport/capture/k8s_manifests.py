@@ -246,8 +246,8 @@ def sister_problems(deployment: Mapping[str, Any], sister: Mapping[str, Any],
                         f"--keep-label {', '.join(sorted(set(sel) & set(labels)))}."))
     if opts.keep_labels and not checked:
         out.append(("k8s-services-unchecked", "warn", f"labels kept ({', '.join(opts.keep_labels)}) were not "
-                    f"checked against any Service; pass --service FILE, or --deployment NAME so that plan lists "
-                    f"the namespace's Services."))
+                    f"checked against any Service; let plan read the namespace's Services (no --from-json), or "
+                    f"save them as services.json in the --from-json folder."))
     spec = sister["spec"]["template"]["spec"]
     target = find_container(spec, opts.container, "sister")
     if any(p.get("hostPort") for c in spec.get("containers", []) for p in c.get("ports") or []) \
@@ -276,7 +276,7 @@ def sidecar_problems(pod: Mapping[str, Any], container: str) -> list[tuple[str, 
     if not is_ncu_launch(argv):
         out.append(("k8s-not-launched", "refuse", f"pod {name!r} container {container!r} runs {argv[:3]}..., not "
                     f"under `ncu --mode launch`: nothing listens for an attach (ports 49152-49215), so an "
-                    f"ephemeral ncu container cannot profile it. Use --sister, which restarts a copy under ncu."))
+                    f"ephemeral ncu container cannot profile it. Use --method sister, which starts a copy under ncu."))
     if any(e.get("name") == INJECTION_ENV for e in target.get("env") or []):
         out.append(("k8s-injection-env", "warn", f"container {container!r} sets {INJECTION_ENV} (a continuous "
                     f"profiler): it competes with ncu for the CUDA injection slot."))

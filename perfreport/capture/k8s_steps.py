@@ -222,8 +222,8 @@ class _Runner:
         doc = km.parse_json(self._must(step), "Pod", f"pod {self.pod!r}")
         refused = [m for _, level, m in km.sidecar_problems(doc, self.plan.target_container) if level == "refuse"]
         if refused:
-            raise _Failed(step.name, 0, "\n".join(refused), "Use --sister, or restart the server under `ncu --mode "
-                          "launch` first.")
+            raise _Failed(step.name, 0, "\n".join(refused), "Use --method sister, or restart the server under "
+                          "`ncu --mode launch` first.")
 
     def _do_version(self, step: K8sStep) -> None:
         rc, out, _ = self._call(step)
