@@ -134,12 +134,18 @@ def fill_kernel_internals(
     bundle_dir: Path, per_kernel: list[dict[str, Any]], captured_at: str | None, method: str
 ) -> Path:
     """Replace only kernel_internals in the bundle JSON (validated, atomic); leave every other field as is."""
+    internals = _sorted_keys({"captured_at": captured_at, "method": method, "per_kernel": per_kernel})
+    return write_bundle_fields(bundle_dir, {"kernel_internals": internals})
+
+
+def write_bundle_fields(bundle_dir: Path, fields: dict[str, Any]) -> Path:
+    """Replace only the given top-level fields of the bundle JSON (validated, atomic); keep every other one."""
     path = Path(bundle_dir) / BUNDLE_JSON
     data = read_bundle_json(path)
-    internals = _sorted_keys({"captured_at": captured_at, "method": method, "per_kernel": per_kernel})
-    updated = {key: (internals if key == "kernel_internals" else value) for key, value in data.items()}
-    updated.setdefault("kernel_internals", internals)
-    _raise_if_invalid(updated, path, "refusing to write kernel_internals; the file was left unchanged")
+    updated = {key: fields.get(key, value) for key, value in data.items()}
+    for key, value in fields.items():
+        updated.setdefault(key, value)
+    _raise_if_invalid(updated, path, f"refusing to write {', '.join(fields)}; the file was left unchanged")
     write_text_atomic(path, _dump(updated))
     return path
 

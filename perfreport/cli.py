@@ -110,6 +110,30 @@ def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     print_timeshare_summary(import_samples(campaign_dir, cell_id, path))
 
 
+@cli.command(name="import_step_budget")
+@click.option("--bundle", "bundle_dir", required=True, type=click.Path(path_type=Path),
+              help="Evidence bundle whose inference_perfbench_v1.json gets `step_budget` (page 3). "
+                   "Example: experiments/artifacts/inference-perf-bench/h200-decode")
+@click.option("--step-regex", default=r"^ProfilerStep#\d+$", show_default=True,
+              help="user_annotation names that mark one step (without any: steps between cuda*Synchronize calls).")
+@click.argument("path", type=click.Path(path_type=Path))
+def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> None:
+    """GPU-busy vs host gap per step, from a PyTorch profiler trace, into the bundle (page 3 of the site).
+
+    \b
+    Example:
+      perftunereport import_step_budget --bundle B decode_trace.json.gz
+    """
+    from perfreport.timeshare.step_budget import import_step_budget
+
+    target, budget = import_step_budget(bundle_dir, path, step_regex)
+    busy = sum(s["gpu_busy_ms"] for s in budget.steps)
+    gap = sum(s["host_gap_ms"] for s in budget.steps)
+    share = 100.0 * gap / (busy + gap) if busy + gap > 0 else 0.0
+    click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
+               f"({share:.1f}% host); wrote step_budget into {target}")
+
+
 @cli.command(name="query")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder whose cells are loaded into DuckDB.")

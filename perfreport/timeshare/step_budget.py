@@ -1,0 +1,115 @@
+"""Step budget from a PyTorch profiler trace: per step, GPU-busy time vs the host gap (page 3, "03-step-budget").
+
+A step is a window of host (CPU) time: each `user_annotation` whose name matches --step-regex (default
+`ProfilerStep#N`, what `prof.step()` records), or, when the trace has none, the time up to each synchronizing CUDA
+runtime call (cudaDeviceSynchronize / cudaStreamSynchronize / cudaEventSynchronize: the sync a decode step makes
+when it reads its token back), the first step starting at the trace's first host event. GPU-busy is the union of
+the GPU activity (kernels, memcpys, memsets) that starts inside the window; the host gap is the window's length
+minus that busy time: when it dominates, the step is host-bound and kernel work is moot. Written as `step_budget`
+into the evidence bundle's inference_perfbench_v1.json, with `step_budget_source` (file, sha256, how steps were
+found).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfreport.atomic import sha256_file
+from perfreport.errors import InputError
+from perfreport.timeshare.torch_trace import EXPECTED, _load
+
+DEFAULT_STEP_RE = r"^ProfilerStep#\d+$"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_SYNC = re.compile(r"^cuda(Device|Stream|Event)Synchronize$")
+
+
+@dataclass
+class StepBudget:
+    """The steps found and how (annotation name pattern or synchronize calls)."""
+
+    steps: list[dict[str, Any]]
+    method: str
+
+
+def _intervals(events: list[Any], pred: Any) -> list[tuple[float, float, str]]:
+    out = []
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and pred(e):
+            ts, dur = e.get("ts"), e.get("dur")
+            if isinstance(ts, int | float) and isinstance(dur, int | float) and dur >= 0:
+                out.append((float(ts), float(ts) + float(dur), str(e.get("name", ""))))
+    return sorted(out)
+
+
+def _windows(events: list[Any], step_re: re.Pattern[str]) -> tuple[list[tuple[float, float, str]], str]:
+    marked = _intervals(events, lambda e: e.get("cat") == "user_annotation" and step_re.search(str(e.get("name"))))
+    if marked:
+        return marked, f"user_annotation matching {step_re.pattern!r}"
+    syncs = _intervals(events, lambda e: e.get("cat") == "cuda_runtime" and _SYNC.match(str(e.get("name"))))
+    host = _intervals(events, lambda e: e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver"))
+    if not syncs or not host:
+        return [], ""
+    ends = [end for _, end, _ in syncs]
+    starts = [host[0][0], *ends[:-1]]  # the first step starts with the trace's first host event
+    wins = [(a, b, f"sync-{i}") for i, (a, b) in enumerate(zip(starts, ends, strict=True), 1) if b > a]
+    return wins, "up to each synchronizing CUDA runtime call (cuda*Synchronize), from the first host event"
+
+
+def _busy_us(gpu: list[tuple[float, float, str]], start: float, end: float) -> float:
+    """Union length of the GPU intervals that start inside [start, end)."""
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b, _ in gpu:
+        if not start <= a < end:
+            continue
+        if cur_b is None or a > cur_b:
+            if cur_b is not None and cur_a is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_a is not None and cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
+    """Read a Chrome trace and return its steps: step, wall_ms, gpu_busy_ms, host_gap_ms, gpu_events."""
+    try:
+        step_re = re.compile(step_regex)
+    except re.error as exc:
+        raise InputError(f"--step-regex {step_regex!r}: not a regular expression ({exc}).") from exc
+    obj = _load(path, Path(path).read_bytes())
+    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(events, list):
+        raise InputError(f"'{path}': JSON without a 'traceEvents' list: not a Chrome trace; expected {EXPECTED}.")
+    windows, method = _windows(events, step_re)
+    gpu = _intervals(events, lambda e: e.get("cat") in GPU_CATS)
+    if not windows:
+        raise InputError(
+            f"'{path}': no steps found: no user_annotation matches {step_regex!r} and no synchronizing "
+            f"CUDA call. Call `prof.step()` once per decode step (or wrap each step in "
+            f"`torch.profiler.record_function('step')` and pass --step-regex '^step$'), then export the trace again.")
+    steps = []
+    for start, end, name in windows:
+        busy = _busy_us(gpu, start, end)
+        wall = end - start
+        steps.append({"step": name, "wall_ms": wall / 1e3, "gpu_busy_ms": busy / 1e3,
+                      "host_gap_ms": max(wall - busy, 0.0) / 1e3,
+                      "gpu_events": sum(1 for a, _, _ in gpu if start <= a < end)})
+    return StepBudget(steps, method)
+
+
+def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_STEP_RE) -> tuple[Path, StepBudget]:
+    """Write the trace's step budget into the bundle's inference_perfbench_v1.json (other fields untouched)."""
+    from perfreport.bundle import BUNDLE_JSON, read_bundle_json, write_bundle_fields
+
+    budget = step_budget(path, step_regex)
+    target = Path(bundle_dir) / BUNDLE_JSON
+    read_bundle_json(target)  # a clear error for a missing or broken bundle before anything is computed twice
+    source = {"file": Path(path).name, "sha256": sha256_file(Path(path)), "format": "torch-trace",
+              "method": budget.method}
+    write_bundle_fields(Path(bundle_dir), {"step_budget": budget.steps, "step_budget_source": source})
+    return target, budget
