@@ -36,10 +36,10 @@ MISSING_SERVING = Missing("throughput, TTFT and TPOT per cell", [
     "then render again",
 ])
 MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
-    "capture a timeline of at least 20 steady-state decode steps (nsys profile, or torch.profiler with one "
-    "record_function per step) of the serving engine, not of a single layer",
-    "write each step's gpu_busy_ms (union of kernel intervals) and host_gap_ms (step wall time minus GPU busy) as "
-    "a `step_budget` list in the bundle's inference_perfbench_v1.json, then render again",
+    "capture a torch.profiler timeline of at least 20 steady-state decode steps of the serving engine, not of a "
+    "single layer, calling prof.step() once per step (or one record_function per step)",
+    "run `perftunereport import_step_budget --bundle BUNDLE trace.json.gz` (it writes each step's gpu_busy_ms and "
+    "host_gap_ms into the bundle's inference_perfbench_v1.json), then render again",
 ])
 JOIN_COLUMNS = [
     C("cell_id", "cell"), C("function", "kernel function"), C("family", "family"),
