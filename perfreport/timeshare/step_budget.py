@@ -104,12 +104,10 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
 
 def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_STEP_RE) -> tuple[Path, StepBudget]:
     """Write the trace's step budget into the bundle's inference_perfbench_v1.json (other fields untouched)."""
-    from perfreport.bundle import BUNDLE_JSON, read_bundle_json, write_bundle_fields
+    from perfreport.bundle import write_bundle_fields
 
     budget = step_budget(path, step_regex)
-    target = Path(bundle_dir) / BUNDLE_JSON
-    read_bundle_json(target)  # a clear error for a missing or broken bundle before anything is computed twice
     source = {"file": Path(path).name, "sha256": sha256_file(Path(path)), "format": "torch-trace",
               "method": budget.method}
-    write_bundle_fields(Path(bundle_dir), {"step_budget": budget.steps, "step_budget_source": source})
+    target = write_bundle_fields(Path(bundle_dir), {"step_budget": budget.steps, "step_budget_source": source})
     return target, budget
