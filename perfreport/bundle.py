@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from perfreport.atomic import write_text_atomic
+from perfreport.capture.run_record import CAPTURE_FILES
 from perfreport.errors import InputError
 from perfreport.ids import check_id
 
@@ -238,7 +239,7 @@ def _non_finite(obj: Any, where: str) -> list[str]:
 
 # The files `capture run` writes for one capture NAME, best source first (a report carries every metric).
 CAPTURE_FORMS = (".ncu-rep", ".ncu-rep.gz", "-raw.csv", "-details.csv", "-sol.csv")
-RECEIPT_SUFFIX = ".receipt.json"
+RECEIPT_SUFFIX = CAPTURE_FILES["receipt"]
 
 
 def _capture_name(path: Path) -> tuple[str, int] | None:

@@ -151,7 +151,7 @@ def capture_run_cmd(bundle_dir: Path, mode: str, ncu: str, nvidia_smi: str, time
     for one in plan.per_kernel():  # one attach per kernel pattern; each is judged by the policy again
         res = capture_run(one, bundle_dir, mode, ncu=ncu, nvidia_smi=nvidia_smi, timeout_s=timeout_s,
                           import_campaign=import_campaign, deployment_revision=deployment_revision,
-                          env=one.env or None, progress=lambda m: click.echo(m, err=True))
+                          progress=lambda m: click.echo(m, err=True))
         click.echo(f"captured {res.kernels_profiled} kernel(s) into {res.profiles_dir}: "
                    f"{', '.join(p.name for p in res.outputs)}; receipt {res.receipt_path}")
 
@@ -195,10 +195,10 @@ def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min
     from perfreport.capture.plan import build_plan
     from perfreport.capture.preflight import preflight, preflight_summary
 
-    plan = build_plan(_spec(kwargs))
-    argvs = [plan.per_kernel()[0].attach_argv(ncu)]
-    if plan.spec.command:
-        argvs.append(plan.per_kernel()[0].launch_argv(ncu))
+    first = build_plan(_spec(kwargs)).per_kernel()[0]
+    argvs = [first.attach_argv(ncu)]
+    if first.spec.command:
+        argvs.append(first.launch_argv(ncu))
     result = preflight(ncu, nvidia_smi, plan_argv=[a for argv in argvs for a in argv], target_pid=target_pid,
                        min_free_gib=min_free_gib)
     click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else preflight_summary(result))

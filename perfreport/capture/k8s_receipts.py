@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfreport.atomic import sha256_file
 from perfreport.capture.k8s import K8sPlan
-from perfreport.capture.run_record import Step, iso
+from perfreport.capture.run_record import Step, capture_files, iso
 
 if TYPE_CHECKING:
     from perfreport.capture.k8s_steps import _Failed, _Runner
@@ -64,7 +64,7 @@ def write_receipts(run: _Runner, published: list[Path], failure: _Failed | None)
                               outputs=[_output(run.bundle, o) for o in outs], diagnosis=diagnosis,
                               steps=[s.as_dict() for s in [*run.common, *kernel.steps]], cleanup=run.cleanup,
                               argv=kernel.step.remote_ncu())
-        path = run.profiles / f"{p.spec.output}.receipt.json"
+        path = capture_files(run.profiles, p.spec.output)["receipt"]
         write_receipt(path, receipt)
         report = by_name.get(f"{p.spec.output}.ncu-rep")
         result.captures.append(K8sCapture(p.spec.output, path, report, outs, kernel.profiled,

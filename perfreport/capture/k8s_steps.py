@@ -28,7 +28,7 @@ from perfreport.capture.k8s_argv import K8sStep
 from perfreport.capture.k8s_manifests import fetch_docs as fetch_docs  # re-exported: imported from here
 from perfreport.capture.k8s_receipts import K8sCapture as K8sCapture  # re-exported with K8sRunResult
 from perfreport.capture.k8s_receipts import K8sRunResult, write_receipts
-from perfreport.capture.run_record import Step, cleanup_entry, iso
+from perfreport.capture.run_record import Step, capture_files, cleanup_entry, iso
 from perfreport.capture.session import NcuSession
 from perfreport.errors import InputError, PerfReportError
 
@@ -154,8 +154,8 @@ class _Runner:
 
     def _check_free(self) -> None:
         names = [f"{self.plan.capture_id}-cleanup.receipt.json", f"{self.plan.capture_id}-release.ncu-output.txt"]
-        for n in (p.spec.output for p in self.plan.captures()):
-            names += [f"{n}.ncu-rep", f"{n}-raw.csv", f"{n}-sol.csv", f"{n}.ncu-output.txt", f"{n}.receipt.json"]
+        for p in self.plan.captures():
+            names += [f.name for f in capture_files(self.profiles, p.spec.output).values()]
         taken = [n for n in names if (self.profiles / n).exists()]
         if taken:
             raise InputError(f"capture k8s run: {self.profiles} already holds {', '.join(taken)}; refusing to "

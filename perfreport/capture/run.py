@@ -26,6 +26,7 @@ from typing import Any
 from perfreport.atomic import sha256_file
 from perfreport.capture.run_record import (
     Step,
+    capture_files,
     cleanup_entry,
     exports_for,
     iso,
@@ -84,13 +85,14 @@ def capture_run(
     linger_s: float = 0.0,
     stop_grace_s: float = 120.0,
     deployment_revision: str | None = None,
-    env: dict[str, str] | None = None,
 ) -> RunResult:
     """Run one capture of a plan into bundle_dir/ncu-profiles/, write its receipt; raise CaptureRunError on failure.
 
     timeout_s bounds the wait for the plan's launch-count kernels (attach) or for the whole run
     (launch-and-attach); linger_s keeps an attach connected after the last kernel (to measure serving while
     attached outside replayed launches); stop_grace_s is how long ncu gets to write its report after SIGINT.
+    The plan's environment goes on the ncu that launches the target (launch-and-attach); an attaching ncu's
+    environment never reaches the target, so attach runs ncu with ours.
     """
     say = progress or (lambda _msg: None)
     if mode not in MODES:
@@ -99,7 +101,7 @@ def capture_run(
     spec = plan.spec
     name = _output_name(spec.output)
     profiles = Path(bundle_dir) / PROFILES_DIR
-    finals = _final_paths(profiles, name)
+    finals = capture_files(profiles, name)
     taken = [p.name for p in finals.values() if p.exists()]
     if taken:
         raise InputError(f"capture run: {profiles} already holds {', '.join(taken)}; refusing to overwrite "
@@ -117,7 +119,7 @@ def capture_run(
         argv = _redirect_output(plan.attach_argv(ncu) if mode == "attach" else plan.launch_and_attach_argv(ncu),
                                 str(staging / name))
         session = NcuSession(argv, staging / finals["log"].name, on_event=_reporter(say, spec.launch_count),
-                             env=env)
+                             env=(plan.env or None) if mode == "launch-and-attach" else None)
         rc = _run_session(session, mode, spec.launch_count, timeout_s, linger_s, stop_grace_s, steps, say)
         cleanup.extend(cleanup_entry(s.step, s.argv, s.ok) for s in session.signals)
         report = _staged_report(session, staging, name)
@@ -167,12 +169,6 @@ def _output_name(output: str) -> str:
     base = Path(str(output)).name
     base = base[: -len(".ncu-rep")] if base.endswith(".ncu-rep") else base
     return check_id("capture output", base)
-
-
-def _final_paths(profiles: Path, name: str) -> dict[str, Path]:
-    return {"report": profiles / f"{name}.ncu-rep", "raw": profiles / f"{name}-raw.csv",
-            "sol": profiles / f"{name}-sol.csv", "log": profiles / f"{name}.ncu-output.txt",
-            "receipt": profiles / f"{name}.receipt.json"}
 
 
 def _redirect_output(argv: Sequence[str], output: str) -> list[str]:
@@ -267,9 +263,9 @@ def _export(plan: Any, report: Path, staging: Path, name: str, ncu: str, steps: 
             say(f"export {dst.name} failed ({step.error or f'rc={step.rc}'})")
         else:
             say(f"export: {dst.name} ({dst.stat().st_size:,} bytes)")
-    raw, sol = staging / f"{name}-raw.csv", staging / f"{name}-sol.csv"
-    if not (raw.exists() and sol.exists()):
-        _export_through_ncu_report(report, raw, sol, steps, say)
+    staged = capture_files(staging, name)
+    if not (staged["raw"].exists() and staged["sol"].exists()):
+        _export_through_ncu_report(report, staged["raw"], staged["sol"], steps, say)
 
 
 def _export_through_ncu_report(report: Path, raw: Path, sol: Path, steps: list[Step], say: Progress) -> None:

@@ -31,6 +31,16 @@ class Step:
         return out
 
 
+# The files one capture NAME leaves in ncu-profiles/ (capture run, capture k8s run; bundle import reads them).
+CAPTURE_FILES = {"report": ".ncu-rep", "raw": "-raw.csv", "sol": "-sol.csv", "log": ".ncu-output.txt",
+                 "receipt": ".receipt.json"}
+
+
+def capture_files(folder: Path, name: str) -> dict[str, Path]:
+    """Paths of capture NAME's report, raw and SpeedOfLight CSVs, ncu output and receipt in folder."""
+    return {kind: folder / f"{name}{suffix}" for kind, suffix in CAPTURE_FILES.items()}
+
+
 def iso(t: float) -> str:
     """Wall-clock seconds -> ISO 8601 UTC with milliseconds and a Z."""
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

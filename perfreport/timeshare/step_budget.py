@@ -19,7 +19,7 @@ from typing import Any
 
 from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
-from perfreport.timeshare.torch_trace import EXPECTED, _load
+from perfreport.timeshare.torch_trace import load_events
 
 DEFAULT_STEP_RE = r"^ProfilerStep#\d+$"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -81,10 +81,7 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
         step_re = re.compile(step_regex)
     except re.error as exc:
         raise InputError(f"--step-regex {step_regex!r}: not a regular expression ({exc}).") from exc
-    obj = _load(path, Path(path).read_bytes())
-    events = obj.get("traceEvents") if isinstance(obj, dict) else obj
-    if not isinstance(events, list):
-        raise InputError(f"'{path}': JSON without a 'traceEvents' list: not a Chrome trace; expected {EXPECTED}.")
+    events = load_events(path, Path(path).read_bytes())
     windows, method = _windows(events, step_re)
     gpu = _intervals(events, lambda e: e.get("cat") in GPU_CATS)
     if not windows:

@@ -41,14 +41,20 @@ def _load(path: Path, data: bytes) -> Any:
         ) from None
 
 
-def read_torch_trace(path: Path, data: bytes) -> Parsed:
-    """Aggregate the kernel events of a Chrome trace per kernel name."""
+def load_events(path: Path, data: bytes) -> list[Any]:
+    """The `traceEvents` of a Chrome trace (.json or gzipped), or a clear error for anything else."""
     obj = _load(path, data)
     events = obj.get("traceEvents") if isinstance(obj, dict) else obj
     if not isinstance(events, list):
         raise InputError(
             f"'{path}': JSON without a 'traceEvents' list: not a Chrome trace; expected {EXPECTED}."
         )
+    return events
+
+
+def read_torch_trace(path: Path, data: bytes) -> Parsed:
+    """Aggregate the kernel events of a Chrome trace per kernel name."""
+    events = load_events(path, data)
     cats = Counter(e.get("cat") for e in events if isinstance(e, dict))
     merged: dict[str, dict[str, Any]] = {}
     for i, e in enumerate(events):
