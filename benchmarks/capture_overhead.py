@@ -110,8 +110,8 @@ def _prefixed(label: str) -> Callable[[str], None]:
 def server_cmd(args: argparse.Namespace) -> list[str]:
     """The serve_llama command line (the same in both phases)."""
     cmd = [sys.executable, "-m", "perfreport.capture.serve_llama", "--host", "127.0.0.1", "--port", str(args.port),
-           "--max-batch", str(args.max_batch), "--layers", str(args.layers)]
-    return [*cmd, "--engine", "echo"] if args.cpu_smoke else cmd
+           "--max-batch", str(args.max_batch), "--layers", str(args.layers), "--warm-prompt-len", str(args.prompt_len)]
+    return [*cmd, "--engine", "echo" if args.cpu_smoke else args.engine]
 
 
 def start(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ncu", default="/usr/local/cuda/bin/ncu", help="ncu executable (default %(default)s)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="nvidia-smi executable")
     p.add_argument("--port", type=int, default=8008, help="server port (default %(default)s)")
+    p.add_argument("--engine", choices=("llama", "llama-graph"), default="llama",
+                   help="server engine: llama (transformers, eager launches) or llama-graph (CUDA-graph steps)")
     p.add_argument("--layers", type=int, default=16, help="Llama decoder layers (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=8, help="server batch limit (default %(default)s)")
     p.add_argument("--concurrency", type=int, default=4, help="closed-loop clients (default %(default)s)")

@@ -25,6 +25,9 @@ _SPEC_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ("--launch-count", "launch_count", {"type": int, "help": "Matching launches to profile (default 1)."}),
     ("--replay-mode", "replay_mode", {"type": click.Choice(["kernel", "application", "range", "app-range"]),
                                       "help": "ncu replay mode (default kernel)."}),
+    ("--graph-profiling", "graph_profiling", {"type": click.Choice(["node", "graph"]),
+                                              "help": "ncu --graph-profiling: node (default; kernels inside CUDA "
+                                                      "graphs are profiled one by one) or graph (whole graphs)."}),
     ("--acknowledge-application-replay", "acknowledge_application_replay",
      {"is_flag": True, "default": None, "help": "Allow application replay (the server must be deterministic)."}),
     ("--nvtx-include", "nvtx_include", {"multiple": True, "help": "NVTX range to scope to (repeatable; push/pop "

@@ -70,6 +70,20 @@ def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake_ncu: Path
     r = load_receipt(bundle / "ncu-profiles" / "live.receipt.json")
     assert r["exit_status"] == 130 and r["kernels_profiled"] == 1
     assert any(c["step"] == "sigint-ncu" for c in r["cleanup"])
+    attaches = [e["argv"] for e in events if "argv" in e and "attach" in e["argv"]]
+    assert len(attaches) == 1 and "--graph-profiling" not in attaches[0]  # node mode: kernels inside graphs
+
+
+def test_graph_profiling_option_reaches_the_attach_argv(fake_ncu: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    code, out = invoke(*run_args(bundle, "--kernel-name", "regex:nvjet", "--graph-profiling", "graph",
+                                 "--output", "g", "--timeout", "30"))
+    assert code == 0, out
+    attaches = [json.loads(line)["argv"] for line in fake_ncu.read_text().splitlines() if '"argv"' in line
+                and "attach" in json.loads(line)["argv"]]
+    assert len(attaches) == 1 and attaches[0][attaches[0].index("--graph-profiling") + 1] == "graph"
+    r = load_receipt(bundle / "ncu-profiles" / "g.receipt.json")
+    assert r["argv"][r["argv"].index("--graph-profiling") + 1] == "graph"
 
 
 def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake_ncu: Path, tmp_path: Path,

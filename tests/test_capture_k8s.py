@@ -111,16 +111,19 @@ def validate_ephemeral(doc: dict[str, Any]) -> None:
 def sister_expected(plan: Any, pod: str = "<pod>", name: str = "capture", pattern: str = "regex:nvjet") -> list:
     ns, ex = "inference", ["kubectl", "exec", "-n", "inference", pod, "-c", "vllm", "--"]
     manifest = (plan.out_dir.resolve() / "sister.yaml").as_posix()
+    release = [
+        [*ex, "timeout", "-s", "INT", "-k", "120", "120", "/ncu/ncu", "--mode", "attach", "--hostname", "127.0.0.1",
+         "--graph-profiling", "graph", "--kernel-name", "regex:^perfreport_release_matches_no_kernel$",
+         "--launch-count", "1"],
+        [*ex, "pkill", "-INT", "-f",
+         r"^[^ ]*ncu .* --kernel-name regex:\^perfreport_release_matches_no_kernel\$ --launch-count 1$"]]
     return [
         ["kubectl", "get", "deployment", "vllm-llama-8b", "-n", ns, "-o", "json"],
         ["kubectl", "create", "-n", ns, "-f", manifest],
         ["kubectl", "get", "pods", "-n", ns, "-l", "perfreport.dev/capture=cap1,perfreport.dev/role=ncu-sister",
          "-o", "json"],
         [*ex, "/ncu/ncu", "--version"],
-        [*ex, "timeout", "-s", "INT", "-k", "120", "120", "/ncu/ncu", "--mode", "attach", "--hostname", "127.0.0.1",
-         "--kernel-name", "regex:^perfreport_release_matches_no_kernel$", "--launch-count", "1"],
-        [*ex, "pkill", "-INT", "-f",
-         r"^[^ ]*ncu .* --kernel-name regex:\^perfreport_release_matches_no_kernel\$ --launch-count 1$"],
+        *release,
         ["kubectl", "wait", "-n", ns, "--for=condition=Ready", f"pod/{pod}", "--timeout=900s"],
         [*ex, "timeout", "-s", "INT", "-k", "120", "600", "/ncu/ncu", "--mode", "attach", "--hostname", "127.0.0.1",
          "--clock-control", "none", "--kernel-name", pattern, "--launch-count", "1", "--set", "basic",

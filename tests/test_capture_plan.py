@@ -24,11 +24,26 @@ def codes(spec: CaptureSpec) -> dict[str, str]:
     return {f.code: f.level for f in check_policy(spec)}
 
 
-def test_default_scoped_spec_is_ok_and_explains_clock_control() -> None:
+def test_default_scoped_spec_warns_of_the_launch_cost_and_explains_clock_control() -> None:
     plan = build_plan(CaptureSpec(kernel_patterns=("regex:nvjet",), command=VLLM))
-    assert plan.verdict == "ok"
-    assert codes(plan.spec) == {"clock-control-none": "info"}
+    # a single-replica server under ncu serves slower for its whole life (measured, policy.LAUNCH_COST)
+    assert plan.verdict == "warn"
+    assert codes(plan.spec) == {"clock-control-none": "info", "ncu-launch-cost": "warn"}
     assert "locks the SM clock to base" in plan.findings[0].message
+    cost = plan.findings[1].message
+    assert "~70-100 us per eager launch" in cost and "~55-60 us per CUDA-graph-replayed kernel" in cost
+    assert "0.18x" in cost and "sister deployment" in cost
+
+
+@pytest.mark.parametrize(("spec", "level", "phrase"), [
+    (CaptureSpec(kernel_patterns=("a",)), "warn", "every user's serving"),  # attach to a server: no command
+    (CaptureSpec(kernel_patterns=("a",), command=("python3", "oracle.py")), "info", "only slows the script"),
+    (CaptureSpec(kernel_patterns=("a",), replicas=2, command=VLLM), "info", "taken out of the Service"),
+    (CaptureSpec(kernel_patterns=("a",), graph_profiling="graph"), "warn", "not profiled one by one"),
+])
+def test_launch_cost_level_follows_who_pays(spec: CaptureSpec, level: str, phrase: str) -> None:
+    found = next(f for f in check_policy(spec) if f.code == "ncu-launch-cost")
+    assert found.level == level and phrase in found.message
 
 
 @pytest.mark.parametrize(("spec", "code", "level", "phrase"), [
@@ -106,7 +121,7 @@ def test_per_kernel_splits_patterns_and_each_passes_the_policy() -> None:
     assert plan.verdict == "refuse"
     parts = plan.per_kernel()
     assert [(p.spec.kernel_patterns, p.spec.output, p.verdict) for p in parts] == [
-        (("regex:nvjet",), "layer-1", "ok"), (("regex:flash",), "layer-2", "ok")]
+        (("regex:nvjet",), "layer-1", "warn"), (("regex:flash",), "layer-2", "warn")]  # warn: ncu-launch-cost
     with pytest.raises(ValueError, match="per_kernel"):
         plan.attach_argv()
 
@@ -171,6 +186,6 @@ def test_cli_plan_prints_argv_and_exits_3_on_refusal() -> None:
     assert "[refuse] basic-before-full" in refused.output
     js = runner.invoke(cli, ["capture", "plan", "--json", "--kernel-name", "regex:nvjet", "--output", "g"])
     doc = json.loads(js.output)
-    assert doc["verdict"] == "ok" and doc["captures"]["g"]["attach"][-2:] == ["-o", "g"]
+    assert doc["verdict"] == "warn" and doc["captures"]["g"]["attach"][-2:] == ["-o", "g"]  # ncu-launch-cost
     bad = runner.invoke(cli, ["capture", "plan", "--env", "NOEQUALS"])
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output

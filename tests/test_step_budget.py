@@ -70,3 +70,27 @@ def test_no_steps_and_bad_regex_are_clear_errors(tmp_path: Path) -> None:
     code, out = run_cli("import_step_budget", "--bundle", str(bundle), str(bare))
     assert code == 2 and "no steps found" in out
     assert "step_budget" not in json.loads((bundle / "inference_perfbench_v1.json").read_text())
+
+
+STEPS = Path(__file__).parent / "data" / "torch"
+
+
+@pytest.mark.parametrize(("mode", "kernels_per_step", "host_share"), [("decode", 14, (0.4, 0.8)),
+                                                                      ("prefill", 12, (0.0, 0.05))])  # + 6 memsets
+def test_profiler_step_annotations_are_the_steps(mode: str, kernels_per_step: int,
+                                                 host_share: tuple[float, float]) -> None:
+    """Real H200 traces made with a torch.profiler schedule and prof.step() per layer (trace.py --profiler-steps)."""
+    path = STEPS / f"{mode}_steps_torch_trace.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation"
+                    and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    budget = step_budget(path)
+    assert "user_annotation" in budget.method
+    assert [s["step"] for s in budget.steps] == [m["name"] for m in marks] == [f"ProfilerStep#{i}" for i in
+                                                                                range(1, 7)]
+    for s, m in zip(budget.steps, marks, strict=True):
+        assert s["wall_ms"] == pytest.approx(m["dur"] / 1e3)
+        inside = [e for e in gpu_events(path) if m["ts"] <= e["ts"] < m["ts"] + m["dur"]]
+        assert s["gpu_events"] == len(inside) and sum(1 for e in inside if e["cat"] == "kernel") == kernels_per_step
+    share = sum(s["host_gap_ms"] for s in budget.steps) / sum(s["wall_ms"] for s in budget.steps)
+    assert host_share[0] < share < host_share[1]

@@ -23,6 +23,8 @@ def main() -> int:
     add_shape_args(p)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--profiler-steps", action="store_true",
+                   help="one profiler step per layer (schedule + prof.step(): ProfilerStep#N annotations)")
     a = p.parse_args()
     x, w, q_len, kv = build(a)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -30,16 +32,27 @@ def main() -> int:
         for _ in range(3):
             layer(x, w, q_len, kv, a.batch)
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=acts) as prof:
-            for _ in range(a.iters):
-                layer(x, w, q_len, kv, a.batch)
-            torch.cuda.synchronize()
-    raw = a.out.with_suffix("")
-    prof.export_chrome_trace(str(raw))
+        raw = a.out.with_suffix("")
+        if a.profiler_steps:
+            # one warm-up step, then --iters recorded steps; the trace is written when the last active step ends
+            sched = torch.profiler.schedule(wait=0, warmup=1, active=a.iters, repeat=1)
+            with torch.profiler.profile(activities=acts, schedule=sched,
+                                        on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+                for _ in range(a.iters + 1):
+                    layer(x, w, q_len, kv, a.batch)
+                    torch.cuda.synchronize()  # a step ends when its results reach the host (as a decode step's token)
+                    prof.step()
+        else:
+            with torch.profiler.profile(activities=acts) as prof:
+                for _ in range(a.iters):
+                    layer(x, w, q_len, kv, a.batch)
+                torch.cuda.synchronize()
+            prof.export_chrome_trace(str(raw))
     with raw.open("rb") as src, gzip.open(a.out, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     raw.unlink()
-    print(f"trace {a.mode}: {a.iters} layers -> {a.out}")
+    steps = " (one ProfilerStep per layer)" if a.profiler_steps else ""
+    print(f"trace {a.mode}: {a.iters} layers{steps} -> {a.out}")
     return 0
 
 

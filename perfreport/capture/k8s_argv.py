@@ -87,6 +87,15 @@ def _backstop(window_s: int, grace_s: int) -> list[str]:
     return ["timeout", "-s", "INT", "-k", str(grace_s), str(window_s)]
 
 
+def _release_steps(plan: K8sPlan, name: str) -> list[K8sStep]:
+    """An attach that profiles nothing (graph mode, release.py), then its interrupt."""
+    o = plan.opts
+    release = release_argv(plan.ncu, plan.plan.spec.hostname, plan.plan.spec.port)
+    return [_exec(plan, name, "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
+                  window_s=o.release_window_s),
+            _exec(plan, f"{name}-interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])])]
+
+
 def _capture_steps(plan: K8sPlan) -> list[K8sStep]:
     """Per kernel: attach (backstopped), interrupt, copy the report, export its raw and SpeedOfLight pages."""
     o, out = plan.opts, []
@@ -110,7 +119,6 @@ def _capture_steps(plan: K8sPlan) -> list[K8sStep]:
 
 def _sister_steps(plan: K8sPlan) -> list[K8sStep]:
     ns, o = plan.namespace, plan.opts
-    release = release_argv(plan.ncu, plan.plan.spec.hostname, plan.plan.spec.port)
     return [
         K8sStep("check-deployment", ("kubectl", "get", "deployment", plan.deployment or "", "-n", ns, "-o", "json"),
                 "check-deployment"),
@@ -119,9 +127,7 @@ def _sister_steps(plan: K8sPlan) -> list[K8sStep]:
         K8sStep("wait-pod", ("kubectl", "get", "pods", "-n", ns, "-l", plan.selector or "", "-o", "json"),
                 "poll-pod"),
         _exec(plan, "ncu-version", "version", [plan.ncu, "--version"]),
-        _exec(plan, "release", "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
-              window_s=o.release_window_s),
-        _exec(plan, "release-interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])]),
+        *_release_steps(plan, "release"),
         K8sStep("wait-ready", ("kubectl", "wait", "-n", ns, "--for=condition=Ready", f"pod/{POD}",
                                f"--timeout={o.ready_timeout_s}s"), "run", pod_slots=(5,)),
         *_capture_steps(plan),

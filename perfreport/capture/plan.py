@@ -67,6 +67,8 @@ class Plan:
             out += ["--metrics", ",".join(s.metrics)]
         if s.replay_mode != "kernel":
             out += ["--replay-mode", s.replay_mode]
+        if s.graph_profiling != "node":
+            out += ["--graph-profiling", s.graph_profiling]
         return out
 
     def launch_argv(self, ncu: str = "ncu") -> list[str]:

@@ -46,7 +46,7 @@ def check_policy(spec: CaptureSpec) -> list[Finding]:
     """Every rule that fires for spec, in a stable order."""
     out: list[Finding] = []
     for rule in (_scope, _patterns, _replicas, _sets, _memory, _replay, _env_wrapper, _profile_start, _clocks,
-                 _processes):
+                 _processes, _launch_cost):
         out.extend(rule(spec))
     return out
 
@@ -184,3 +184,26 @@ def _processes(s: CaptureSpec) -> list[Finding]:
                         "processes are not profiled; vLLM and SGLang fork GPU workers. Use all unless the target "
                         "is one process.")]
     return []
+
+
+# Measured on the H200 with ncu 2025.3.1 (tests/data/h200_capture/launch_cost/, overhead2/, overhead3/)
+LAUNCH_COST = ("a process under ncu pays on every kernel launch outside the replays, for its whole life, attached "
+               "or not: ~70-100 us per eager launch (8 us un-profiled), and ~55-60 us per CUDA-graph-replayed kernel "
+               "from its first node-mode attach on (1.2-1.8 us while every attach was graph-mode; a later "
+               "graph-mode attach does not bring it back; only a restart does). Measured: a transformers server "
+               "(eager) served 0.18x its un-profiled tokens/s once launched under ncu; a CUDA-graph server 0.82-0.96x "
+               "before its first node-mode capture")
+
+
+def _launch_cost(s: CaptureSpec) -> list[Finding]:
+    graphs = ("--graph-profiling graph: whole graphs are profiled as one workload, kernels inside them are not "
+              "profiled one by one. " if s.graph_profiling == "graph" else "")
+    if s.replicas >= 2:
+        return [Finding("ncu-launch-cost", "info", f"{graphs}{LAUNCH_COST}. With several replicas, capture on one "
+                        f"taken out of the Service (or a sister deployment) and restart it afterwards.")]
+    if s.command and not _FORKING.search(" ".join(s.command)):  # a script run under ncu, not a server
+        return [Finding("ncu-launch-cost", "info", f"{graphs}{LAUNCH_COST}. For a script that only slows the "
+                        f"script; never run a server that takes traffic this way.")]
+    return [Finding("ncu-launch-cost", "warn", f"{graphs}{LAUNCH_COST}. On a single replica that is every user's "
+                    f"serving until the process restarts: capture on a sister deployment outside the Service "
+                    f"(`capture k8s plan --method sister`), or restart the server without ncu afterwards.")]

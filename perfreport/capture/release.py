@@ -4,6 +4,13 @@ Such a process blocks at its first CUDA call until the first attach (H200 attach
 that way never becomes ready by itself. Releasing it is one attach session that profiles nothing: wait for
 `==PROF== Connected to process`, hold briefly so the target passes its first CUDA call, then SIGINT our own ncu,
 which detaches and leaves the target running (fact 2). Later captures attach again (fact 3).
+
+The release attaches with `--graph-profiling graph`. Measured on the H200 (ncu 2025.3.1,
+tests/data/h200_capture/launch_cost/): a launched process whose attaches were all graph-mode replays CUDA graphs
+at 1.2-1.8 us per kernel (0.93 us un-profiled); from its first node-mode attach on (the default, and what
+profiling a kernel inside a graph needs) every graph-replayed kernel costs ~55-60 us for the rest of its life, and
+a later graph-mode attach does not bring the speed back. Eager launches cost ~70-100 us under ncu in every state.
+So the release keeps graphs fast until the first node-mode capture, and only a restart undoes that one.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None)
     argv = [ncu, "--mode", "attach", "--hostname", hostname]
     if port is not None:
         argv += ["--port", str(port)]
-    return [*argv, "--kernel-name", NO_KERNEL, "--launch-count", "1"]
+    return [*argv, "--graph-profiling", "graph", "--kernel-name", NO_KERNEL, "--launch-count", "1"]
 
 
 def release_launched(
@@ -85,3 +92,4 @@ def release_launched(
     raise PerfReportError(f"capture release: no process started under `ncu --mode launch` answered on {hostname} "
                           f"after {attempts} attempts. Check that it printed 'Waiting for profiler to attach' and "
                           f"that nothing else is attached. Last ncu output:\n{tail}")
+

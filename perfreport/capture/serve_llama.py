@@ -283,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
     p.add_argument("--port", type=int, default=8008, help="HTTP port, 0 picks one (default %(default)s)")
-    p.add_argument("--engine", choices=("llama", "echo"), default="llama", help="llama (GPU) or echo (CPU sleep)")
+    p.add_argument("--engine", choices=("llama", "llama-graph", "echo"), default="llama",
+                   help="llama (GPU, transformers, eager launches), llama-graph (GPU, CUDA-graph steps: "
+                        "perfreport.capture.serve_graph) or echo (CPU sleep)")
     p.add_argument("--layers", type=int, default=16, help="decoder layers (default %(default)s)")
     p.add_argument("--hidden", type=int, default=2048, help="hidden size (default %(default)s)")
     p.add_argument("--intermediate", type=int, default=5632, help="MLP size (default %(default)s)")
@@ -313,15 +315,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _DeferredLlama:
-    """Builds the LlamaEngine after the HTTP server is up, so /health answers 503 while the model loads."""
+    """Builds the GPU engine after the HTTP server is up, so /health answers 503 while the model loads."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.engine: LlamaEngine | None = None
+        self.engine: Engine | None = None
 
     def build(self) -> None:
         a = self.args
-        self.engine = LlamaEngine(layers=a.layers, hidden=a.hidden, intermediate=a.intermediate)
+        if a.engine == "llama-graph":
+            from perfreport.capture.serve_graph import GraphLlamaEngine
+            self.engine = GraphLlamaEngine(layers=a.layers, hidden=a.hidden, intermediate=a.intermediate,
+                                           max_batch=a.max_batch, graph_prompt_len=a.warm_prompt_len)
+        else:
+            self.engine = LlamaEngine(layers=a.layers, hidden=a.hidden, intermediate=a.intermediate)
 
     def generate(self, batch: int, prompt_len: int, steps: int, on_step: Callable[[int], None]) -> None:
         if self.engine is None:

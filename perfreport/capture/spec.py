@@ -21,6 +21,7 @@ REPLAY_MODES = ("kernel", "application", "range", "app-range")
 KERNEL_NAME_BASES = ("function", "demangled", "mangled")
 TARGET_PROCESSES = ("all", "application-only")
 CLOCK_CONTROLS = ("none", "base", "reset")
+GRAPH_PROFILING = ("node", "graph")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -35,6 +36,7 @@ class CaptureSpec:
     launch_skip: int = 0
     launch_count: int = 1
     replay_mode: str = "kernel"
+    graph_profiling: str = "node"
     acknowledge_application_replay: bool = False
     nvtx_include: tuple[str, ...] = ()
     target_processes: str = "all"
@@ -136,6 +138,8 @@ def _field(p: _Problems, key: str, value: Any) -> Any:
         return _choice(p, key, value, TARGET_PROCESSES)
     if key == "clock_control":
         return _choice(p, key, value, CLOCK_CONTROLS)
+    if key == "graph_profiling":
+        return _choice(p, key, value, GRAPH_PROFILING)
     if key == "env":
         return _env(p, key, value)
     if key == "gpu_memory_utilization":
