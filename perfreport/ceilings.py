@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from perfreport.errors import ConfigError, InputError, PerfReportError
+from perfreport.yamlio import SAFE_LOADER
 
 SCHEMA_VERSION = 1
 FALLBACK_FAMILY = "other"
@@ -261,7 +262,7 @@ def _normalize_dates(doc: dict[str, Any]) -> None:
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise ConfigError(source, [f"not valid YAML: {exc}".replace("\n", " ")]) from exc
 

@@ -306,6 +306,23 @@ def test_irregular_but_readable_files_fall_back(tmp_path: Path, name: str) -> No
     same_as_strict_via_fallback(gz)
 
 
+@pytest.mark.parametrize("byte", ["\r", "\x00"])
+def test_cr_or_nul_after_the_first_scanned_chunk_falls_back(tmp_path: Path, byte: str) -> None:
+    """The CR/NUL check runs per scanned chunk (1 MB): a byte deep in a multi-MB details page still falls back."""
+    text = (H200 / "gemm_full-details.csv").read_text()
+    header, rows = text.split("\n", 1)
+    body = header + "\n" + rows * (3_500_000 // len(rows) + 1)
+    assert len(body) > 3 * (1 << 20)
+    cut = body.rindex("python3.12")  # in the last launch's rows, ~3 MB in
+    damaged = body[:cut] + "python" + byte + "3.12" + body[cut + len("python3.12"):]
+    path = write(tmp_path, damaged, "late.csv")
+    assert read_clean(path, NEEDED) is None
+    assert outcome(read_csv_export, path, NEEDED) == outcome(strict, path, NEEDED)
+    clean = write(tmp_path, body, "clean.csv")
+    fast = read_clean(clean, NEEDED)
+    assert fast is not None and len(fast.launches) == len(strict(clean, NEEDED).launches)
+
+
 def test_non_utf8_cell_falls_back(tmp_path: Path) -> None:
     header, units, row = lines_of("attn_basic-raw.csv")
     body = f"{header}\n{units}\n{row}\n".encode().replace(b"python", b"pyth\xffn", 1)

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from perfreport.yamlio import SAFE_LOADER
+
 
 @dataclass(frozen=True)
 class FlopTerm:
@@ -46,7 +48,7 @@ class Catalog:
 def load_catalog() -> Catalog:
     """Load the packaged metrics.yaml once."""
     text = resources.files("perfreport.ncu").joinpath("metrics.yaml").read_text(encoding="utf-8")
-    raw: dict[str, Any] = yaml.safe_load(text)
+    raw: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     stalls = {r: f"{raw['warp_stall_prefix']}{r}{raw['warp_stall_suffix']}" for r in raw["warp_stall_reasons"]}
     return Catalog(
         scalars=dict(raw["scalars"]),

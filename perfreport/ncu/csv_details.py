@@ -18,6 +18,7 @@ from perfreport.errors import InputError
 from perfreport.ncu.csv_common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, new_launch, no_kernels
 from perfreport.ncu.model import Capture, KernelLaunch
 from perfreport.ncu.units import decimals, half_ulp, parse_number, rescale, unit_scale
+from perfreport.yamlio import SAFE_LOADER
 
 COMMAND_LINE_SECTION = "Command line profiler metrics"
 _RAW_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*__[A-Za-z0-9_.]+")
@@ -70,7 +71,7 @@ class _Option:
 def details_labels() -> dict[tuple[str, str], list[_Option]]:
     """Load details_labels.yaml: (section display name, label) -> metric options in priority order."""
     text = resources.files("perfreport.ncu").joinpath("details_labels.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=SAFE_LOADER)
     out: dict[tuple[str, str], list[_Option]] = {}
     for section, labels in data.items():
         for label, spec in labels.items():

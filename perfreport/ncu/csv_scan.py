@@ -13,6 +13,7 @@ themselves: `scan_fields` keeps them, so a reader needs no second parse.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,12 +42,15 @@ class Fields:
         return np.where(present, start, 0), length
 
 
-def scan_records(data: Buffer) -> tuple[np.ndarray, np.ndarray] | None:
+def scan_records(data: Buffer, on_chunk: Callable[[int, int], None] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Return (field count, position of the ending newline) of every line if `data` is in ncu's quoted CSV form.
 
-    None when it is not (see the module doc).
+    None when it is not (see the module doc). `on_chunk(start, end)` is called once per scanned chunk, in order,
+    covering the whole file when the scan gets to its end (csv_fast_details hashes there and releases the
+    mapped pages behind the scan).
     """
-    scanned = _scan(data, keep=False)
+    scanned = _scan(data, keep=False, on_chunk=on_chunk)
     return None if scanned is None else scanned[:2]
 
 
@@ -62,7 +66,8 @@ def scan_fields(data: Buffer) -> tuple[np.ndarray, np.ndarray, Fields] | None:
     return counts, newlines, fields
 
 
-def _scan(data: Buffer, keep: bool) -> tuple[np.ndarray, np.ndarray, Fields | None] | None:
+def _scan(data: Buffer, keep: bool, on_chunk: Callable[[int, int], None] | None = None
+          ) -> tuple[np.ndarray, np.ndarray, Fields | None] | None:
     """Quotes pair up in order (opening, closing); the bytes between a closing quote and the next opening one must
     be ``,`` (next field), ``\\n`` (next record) or ``,\\n`` (an unquoted empty last field, then the next record)."""
     a = np.frombuffer(data, dtype=np.uint8)
@@ -77,6 +82,8 @@ def _scan(data: Buffer, keep: bool) -> tuple[np.ndarray, np.ndarray, Fields | No
     prev_close, pairs, lines = -1, 0, 0
     for start in range(0, n, _CHUNK):
         chunk = a[start:start + _CHUNK]
+        if on_chunk is not None:
+            on_chunk(start, start + chunk.size)
         lines += int(np.count_nonzero(chunk == _NL))
         q = np.flatnonzero(chunk == _QUOTE) + start
         if pending is not None:
