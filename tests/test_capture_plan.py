@@ -189,3 +189,15 @@ def test_cli_plan_prints_argv_and_exits_3_on_refusal() -> None:
     assert doc["verdict"] == "warn" and doc["captures"]["g"]["attach"][-2:] == ["-o", "g"]  # ncu-launch-cost
     bad = runner.invoke(cli, ["capture", "plan", "--env", "NOEQUALS"])
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output
+
+
+def test_graph_profiling_goes_on_the_attach_never_on_the_launch() -> None:
+    """`--mode launch` rejects --graph-profiling (tests/data/h200_capture/launch_cost/launch_cost_graph2.log)."""
+    plan = build_plan(CaptureSpec(kernel_patterns=("regex:nvjet",), graph_profiling="graph",
+                                  command=("python3", "s.py")))
+    assert plan.attach_argv()[plan.attach_argv().index("--graph-profiling") + 1] == "graph"
+    assert "--graph-profiling" in plan.launch_and_attach_argv()
+    assert "--graph-profiling" not in plan.launch_argv()
+    assert "--graph-profiling" not in build_plan(CaptureSpec(kernel_patterns=("a",))).attach_argv()  # node: default
+    log = (Path(__file__).parent / "data" / "h200_capture" / "launch_cost" / "launch_cost_graph2.log").read_text()
+    assert "Invalid option --graph-profiling specified for --mode launch" in log

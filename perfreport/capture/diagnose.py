@@ -205,10 +205,20 @@ _EXPLAINS_EMPTY = {"env-wrapper", "counter-permission", "cupti-version-skew", "i
 def diagnose_text(text: str, kernel_pattern: str | None = None) -> list[Diagnosis]:
     """Name every cause of a failed or empty capture in ncu's console output; [ok] for a good capture."""
     log = _Log.parse(text)
-    found = _simple(log) + [d for d in (_skew(log), _oom(log)) if d is not None]
+    found = [d for d in _simple(log) if d.code != "env-wrapper" or _child_warning_means_wrapper(log)]
+    found += [d for d in (_skew(log), _oom(log)) if d is not None]
     found += _unknown(log, bool(found))
     found += _empty(log, {d.code for d in found}, kernel_pattern or _pattern_from_log(log))
     return sorted(found or [_outcome(log)], key=lambda d: CODES.index(d.code))
+
+
+def _child_warning_means_wrapper(log: _Log) -> bool:
+    """ncu 2025.3.1 prints the child-process warning after every empty attach session and after any empty
+    application-only run (tests/data/h200_capture/overhead2/release_probe.log, launch_cost/launch_cost_graph.log):
+    it points at a wrapper only when the profiled process launched no kernel at all (no `Available Kernels:`
+    list follows) and ncu launched that process itself (no `Finding attachable processes` line)."""
+    return not any(line.strip() == "Available Kernels:" or "Finding attachable processes" in line
+                   for line in log.lines)
 
 
 def _unknown(log: _Log, explained: bool) -> list[Diagnosis]:
