@@ -252,7 +252,8 @@ def phase_b(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: d
         seen = wait_text(server_log, "Waiting for profiler to attach", args.ready_timeout, proc)
         log(f"phase B: {'saw' if seen else 'did not see'} the 'Waiting for profiler to attach' line")
         t = time.time()
-        rel = release_launched(args.ncu, work / "release.ncu-output.txt", progress=log)
+        rel = release_launched(args.ncu, work / "release.ncu-output.txt", progress=log,
+                               graph_profiling=args.release_graph_profiling)
         out["release"] = {"pid": rel.pid, "seconds": time.time() - t, "steps": [s.as_dict() for s in rel.steps],
                           "cleanup": rel.cleanup}
         out["ready_after_release_s"] = wait_healthy(url, args.ready_timeout, proc)
@@ -298,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8008, help="server port (default %(default)s)")
     p.add_argument("--engine", choices=("llama", "llama-graph"), default="llama",
                    help="server engine: llama (transformers, eager launches) or llama-graph (CUDA-graph steps)")
+    p.add_argument("--release-graph-profiling", choices=("node", "graph"), default="node",
+                   help="--graph-profiling of the release attach (overhead3/ ran with graph; default node)")
     p.add_argument("--layers", type=int, default=16, help="Llama decoder layers (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=8, help="server batch limit (default %(default)s)")
     p.add_argument("--concurrency", type=int, default=4, help="closed-loop clients (default %(default)s)")

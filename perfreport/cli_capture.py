@@ -247,7 +247,11 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
 @click.option("--log", "log_path", type=click.Path(path_type=Path), default=Path("release.ncu-output.txt"),
               show_default=True, help="Where the release attach's ncu output goes.")
 @click.option("--attempts", type=int, default=30, show_default=True, help="Attach attempts, 2 s apart.")
-def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Path, attempts: int) -> None:
+@click.option("--graph-profiling", "graph_profiling", type=click.Choice(["node", "graph"]), default="node",
+              show_default=True, help="graph keeps CUDA-graph replays fast until the first node-mode capture "
+                                      "(docs/capture.md, 'What a process under ncu costs').")
+def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Path, attempts: int,
+                        graph_profiling: str) -> None:
     """Release a process started under `ncu --mode launch` (it blocks at its first CUDA call until an attach).
 
     Attaches once with a kernel filter that matches nothing, then interrupts its own ncu: the target runs on,
@@ -261,6 +265,7 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
     from perfreport.capture.release import release_launched
 
     res = release_launched(ncu, log_path, hostname=hostname, port=port, attempts=attempts,
+                           graph_profiling=graph_profiling,
                            progress=lambda m: click.echo(m, err=True))
     click.echo(f"released process {res.pid} after {len(res.steps)} attach attempt(s); ncu output {log_path}")
 

@@ -113,8 +113,7 @@ def sister_expected(plan: Any, pod: str = "<pod>", name: str = "capture", patter
     manifest = (plan.out_dir.resolve() / "sister.yaml").as_posix()
     release = [
         [*ex, "timeout", "-s", "INT", "-k", "120", "120", "/ncu/ncu", "--mode", "attach", "--hostname", "127.0.0.1",
-         "--graph-profiling", "graph", "--kernel-name", "regex:^perfreport_release_matches_no_kernel$",
-         "--launch-count", "1"],
+         "--kernel-name", "regex:^perfreport_release_matches_no_kernel$", "--launch-count", "1"],
         [*ex, "pkill", "-INT", "-f",
          r"^[^ ]*ncu .* --kernel-name regex:\^perfreport_release_matches_no_kernel\$ --launch-count 1$"]]
     return [

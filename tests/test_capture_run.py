@@ -100,8 +100,9 @@ def test_session_escalates_when_ncu_ignores_sigint(fake_ncu: Path, tmp_path: Pat
 
 # -- release of a process started under ncu --mode launch --------------------------------------------------------
 def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_ncu: Path, tmp_path: Path) -> None:
-    assert release_argv("ncu") == ["ncu", "--mode", "attach", "--hostname", "127.0.0.1", "--graph-profiling",
-                                   "graph", "--kernel-name", NO_KERNEL, "--launch-count", "1"]
+    assert release_argv("ncu") == ["ncu", "--mode", "attach", "--hostname", "127.0.0.1", "--kernel-name",
+                                   NO_KERNEL, "--launch-count", "1"]
+    assert release_argv("ncu", graph_profiling="graph")[5:7] == ["--graph-profiling", "graph"]
     res = release_launched(NCU, tmp_path / "release.txt", hold_s=0.1)
     assert res.pid == 692 and res.steps[0].rc == 130
     assert [c["step"] for c in res.cleanup] == ["sigint-ncu"]

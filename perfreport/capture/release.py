@@ -5,12 +5,15 @@ that way never becomes ready by itself. Releasing it is one attach session that 
 `==PROF== Connected to process`, hold briefly so the target passes its first CUDA call, then SIGINT our own ncu,
 which detaches and leaves the target running (fact 2). Later captures attach again (fact 3).
 
-The release attaches with `--graph-profiling graph`. Measured on the H200 (ncu 2025.3.1,
+`graph_profiling="graph"` releases with `--graph-profiling graph`. Measured on the H200 (ncu 2025.3.1,
 tests/data/h200_capture/launch_cost/): a launched process whose attaches were all graph-mode replays CUDA graphs
-at 1.2-1.8 us per kernel (0.93 us un-profiled); from its first node-mode attach on (the default, and what
+at 1.2-1.8 us per kernel (0.93 us un-profiled); from its first node-mode attach on (ncu's default, and what
 profiling a kernel inside a graph needs) every graph-replayed kernel costs ~55-60 us for the rest of its life, and
 a later graph-mode attach does not bring the speed back. Eager launches cost ~70-100 us under ncu in every state.
-So the release keeps graphs fast until the first node-mode capture, and only a restart undoes that one.
+The default stays node mode: in the one server run released in graph mode (overhead3/), the node-mode capture
+that followed found no matching kernel in 120 s and the process answered no attach afterwards, while every
+capture after a node-mode release worked (overhead2/). Graph mode is for a server that must serve fast between
+release and capture and whose captures are graph-mode or of eager kernels.
 """
 
 from __future__ import annotations
@@ -39,12 +42,15 @@ class ReleaseResult:
     released_at: float | None = None
 
 
-def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None) -> list[str]:
+def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None,
+                 graph_profiling: str = "node") -> list[str]:
     """The attach argv that connects to a launched process and profiles nothing."""
     argv = [ncu, "--mode", "attach", "--hostname", hostname]
     if port is not None:
         argv += ["--port", str(port)]
-    return [*argv, "--graph-profiling", "graph", "--kernel-name", NO_KERNEL, "--launch-count", "1"]
+    if graph_profiling != "node":
+        argv += ["--graph-profiling", graph_profiling]
+    return [*argv, "--kernel-name", NO_KERNEL, "--launch-count", "1"]
 
 
 def release_launched(
@@ -57,10 +63,11 @@ def release_launched(
     connect_timeout_s: float = 60.0,
     hold_s: float = 2.0,
     progress: Callable[[str], None] | None = None,
+    graph_profiling: str = "node",
 ) -> ReleaseResult:
     """Attach (retrying while no process is attachable yet), hold hold_s, SIGINT our ncu; raise if never connected."""
     say = progress or (lambda _msg: None)
-    argv = release_argv(ncu, hostname, port)
+    argv = release_argv(ncu, hostname, port, graph_profiling)
     result = ReleaseResult(pid=None, log_path=log_path)
     for attempt in range(1, attempts + 1):
         session = NcuSession(argv, log_path)

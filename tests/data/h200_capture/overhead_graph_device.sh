@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run (H200, ncu 2025.3.1), from the repo root, 2026-12-03: capture_overhead.py against the CUDA-graph engine
-# (serve_graph.GraphLlamaEngine), with graph-mode release/restore attaches. Writes $OUT/overhead3/.
+# (serve_graph.GraphLlamaEngine), released in graph mode (the run itself also tried a graph-mode "restore" attach after each capture, since removed). Writes $OUT/overhead3/.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
@@ -29,7 +29,7 @@ print(f"eager: 4 x 128+32 tokens in {(time.perf_counter()-t)*1e3:.1f} ms")
 print("graph tokens == eager tokens:", g == eager)
 PY
 cat $O/engine_smoke.log
-timeout 420 python3 benchmarks/capture_overhead.py --ncu $NCU --engine llama-graph --out $O/capture_overhead.json \
+timeout 420 python3 benchmarks/capture_overhead.py --ncu $NCU --engine llama-graph --release-graph-profiling graph --out $O/capture_overhead.json \
   --work /tmp/co3 --duration 15 --before 6 --linger 10 --after 6 > $O/capture_overhead.log 2>&1
 echo "rc=$?" >> $O/capture_overhead.log
 cp /tmp/co3/*.log /tmp/co3/*.txt $O/ 2>/dev/null
