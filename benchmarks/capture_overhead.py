@@ -37,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from perfreport.capture.loadgen import LoadGen, Record, WindowStats, compare, records_json, window_stats  # noqa: E402
+from perfreport.capture.serve_llama import GPU_ENGINES  # noqa: E402
 
 FAKE_NCU = ROOT / "tests" / "data" / "fake_ncu"
 TARGET = 0.05  # the default plan keeps steady-state serving within 5% outside the replayed launches
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ncu", default="/usr/local/cuda/bin/ncu", help="ncu executable (default %(default)s)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="nvidia-smi executable")
     p.add_argument("--port", type=int, default=8008, help="server port (default %(default)s)")
-    p.add_argument("--engine", choices=("llama", "llama-graph"), default="llama",
+    p.add_argument("--engine", choices=GPU_ENGINES, default="llama",
                    help="server engine: llama (transformers, eager launches) or llama-graph (CUDA-graph steps)")
     p.add_argument("--release-graph-profiling", choices=("node", "graph"), default="node",
                    help="--graph-profiling of the release attach (overhead3/ ran with graph; default node)")

@@ -199,11 +199,13 @@ def _launch_cost(s: CaptureSpec) -> list[Finding]:
     graphs = ("--graph-profiling graph: whole graphs are profiled as one workload, kernels inside them are not "
               "profiled one by one. " if s.graph_profiling == "graph" else "")
     if s.replicas >= 2:
-        return [Finding("ncu-launch-cost", "info", f"{graphs}{LAUNCH_COST}. With several replicas, capture on one "
-                        f"taken out of the Service (or a sister deployment) and restart it afterwards.")]
-    if s.command and not _FORKING.search(" ".join(s.command)):  # a script run under ncu, not a server
-        return [Finding("ncu-launch-cost", "info", f"{graphs}{LAUNCH_COST}. For a script that only slows the "
-                        f"script; never run a server that takes traffic this way.")]
-    return [Finding("ncu-launch-cost", "warn", f"{graphs}{LAUNCH_COST}. On a single replica that is every user's "
-                    f"serving until the process restarts: capture on a sister deployment outside the Service "
-                    f"(`capture k8s plan --method sister`), or restart the server without ncu afterwards.")]
+        level, advice = "info", ("With several replicas, capture on one taken out of the Service (or a sister "
+                                 "deployment) and restart it afterwards.")
+    elif s.command and not _FORKING.search(" ".join(s.command)):  # a script run under ncu, not a server
+        level, advice = "info", ("For a script that only slows the script; never run a server that takes traffic "
+                                 "this way.")
+    else:
+        level, advice = "warn", ("On a single replica that is every user's serving until the process restarts: "
+                                 "capture on a sister deployment outside the Service (`capture k8s plan --method "
+                                 "sister`), or restart the server without ncu afterwards.")
+    return [Finding("ncu-launch-cost", level, f"{graphs}{LAUNCH_COST}. {advice}")]

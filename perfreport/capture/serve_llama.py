@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 MAX_PROMPT_LEN = 2048
+GPU_ENGINES = ("llama", "llama-graph")  # transformers (eager launches); serve_graph (CUDA-graph steps)
 MAX_NEW_TOKENS = 512
 
 
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
     p.add_argument("--port", type=int, default=8008, help="HTTP port, 0 picks one (default %(default)s)")
-    p.add_argument("--engine", choices=("llama", "llama-graph", "echo"), default="llama",
+    p.add_argument("--engine", choices=(*GPU_ENGINES, "echo"), default="llama",
                    help="llama (GPU, transformers, eager launches), llama-graph (GPU, CUDA-graph steps: "
                         "perfreport.capture.serve_graph) or echo (CPU sleep)")
     p.add_argument("--layers", type=int, default=16, help="decoder layers (default %(default)s)")

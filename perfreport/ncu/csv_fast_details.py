@@ -104,17 +104,18 @@ def _hash_and_release(data: mmap.mmap, hasher: Any) -> Any:
     Read-only file pages come back from the page cache when touched again (the launches' first lines are), so
     only the resident set shrinks: the whole mapped file no longer counts in the import's peak (VmHWM).
     """
-    page, released = mmap.PAGESIZE, [0]
+    page, released = mmap.PAGESIZE, 0
 
     def on_chunk(start: int, end: int) -> None:
+        nonlocal released
         if data.find(b"\r", start, end) >= 0 or data.find(b"\x00", start, end) >= 0:
             raise _NotClean
         with memoryview(data) as view:
             hasher.update(view[start:end])
         behind = (start - 2 * (end - start)) // page * page
-        if behind > released[0]:
-            data.madvise(mmap.MADV_DONTNEED, released[0], behind - released[0])
-            released[0] = behind
+        if behind > released:
+            data.madvise(mmap.MADV_DONTNEED, released, behind - released)
+            released = behind
 
     return on_chunk
 
