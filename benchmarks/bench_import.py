@@ -88,8 +88,8 @@ elif kind == "stdlib-csv":
             return list(csv.reader(fh))
 elif kind == "perfreport":
     from perfreport.importer import import_ncu
-    camp = work / "camp"
-    camp.mkdir(exist_ok=True)
+    import tempfile
+    camp = Path(tempfile.mkdtemp(prefix="camp-", dir=work))  # a fresh cell per run: no earlier import to merge
     (camp / "config.yaml").write_text(
         "schema_version: 1\ncampaign: bench\nhardware: h200_sm90\nsol_rigor: L2\ncells:\n  - id: c\n")
     import ncu_report, perfreport.ncu.csv_read, perfreport.ncu.csv_fast  # noqa: F401,E401

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from perfreport.errors import InputError
 from perfreport.ncu.csv_read import read_csv_export
-from perfreport.ncu.model import Capture
+from perfreport.ncu.model import Capture, Rule
 
 DATA = Path(__file__).parent / "data"
 H200 = DATA / "h200_shared"
@@ -187,11 +187,10 @@ def test_details_gemm_structure() -> None:
     assert la.metrics["dram__bytes.sum.per_second"] == pytest.approx(1.05e12)  # MWA "Memory Throughput" Tbyte/s
     assert la.metrics["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"] == 95.10  # SOL one, %
     assert len(la.rules) == 9
-    assert la.rules[0] == {
-        "section": "SpeedOfLight", "rule": "SOLBottleneck", "type": "INF",
-        "description": la.rules[0]["description"], "speedup_type": "", "speedup": ""}
-    l2 = next(r for r in la.rules if r["rule"] == "MemoryL2Compression")
-    assert (l2["section"], l2["type"], l2["speedup_type"], l2["speedup"]) == (
+    assert la.rules[0] == Rule("SpeedOfLight", "SOLBottleneck", "INF", la.rules[0].description, "", "")
+    assert la.rules[0].description.startswith("This workload")
+    l2 = next(r for r in la.rules if r.rule == "MemoryL2Compression")
+    assert (l2.section, l2.type, l2.speedup_type, l2.speedup) == (
         "MemoryWorkloadAnalysis_Chart", "OPT", "global", "17.3")
 
 

@@ -16,7 +16,7 @@ import yaml
 
 from perfreport.errors import InputError
 from perfreport.ncu.csv_common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, new_launch, no_kernels
-from perfreport.ncu.model import Capture, KernelLaunch
+from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.units import decimals, half_ulp, parse_number, rescale, unit_scale
 from perfreport.yamlio import SAFE_LOADER
 
@@ -151,12 +151,9 @@ class _Reader:
         section = row[col["Section Name"]]
         rule_name = self.cell(row, "Rule Name")
         if rule_name:
-            launch.rules.append({
-                "section": section, "rule": rule_name, "type": self.cell(row, "Rule Type"),
-                "description": self.cell(row, "Rule Description"),
-                "speedup_type": self.cell(row, "Estimated Speedup Type"),
-                "speedup": self.cell(row, "Estimated Speedup"),
-            })
+            launch.rules.append(Rule(section, rule_name, self.cell(row, "Rule Type"),
+                                     self.cell(row, "Rule Description"), self.cell(row, "Estimated Speedup Type"),
+                                     self.cell(row, "Estimated Speedup")))
             self.section_seen(SECTION_DISPLAY_NAMES.get(section, section))
             return
         label = row[col["Metric Name"]].strip()

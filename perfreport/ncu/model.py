@@ -8,6 +8,18 @@ Base units: time in ns, data in byte, rates per second, frequency in hz (cycle/s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Rule(NamedTuple):
+    """One ncu rule result (guided analysis) as exported; a tuple, as 20,000 of them are built per large import."""
+
+    section: str  # section identifier (SpeedOfLight)
+    rule: str  # rule identifier (SOLBottleneck)
+    type: str  # INF, OPT, WRN, ERR
+    description: str
+    speedup_type: str = ""  # "global" / "local" (details page only)
+    speedup: str = ""  # estimated speedup in %, as printed
 
 
 @dataclass
@@ -31,7 +43,7 @@ class KernelLaunch:
     metrics: dict[str, float] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)  # base unit per metric key ("" unitless)
     text: dict[str, str] = field(default_factory=dict)  # string-valued metrics
-    rules: list[dict[str, str]] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
     # metric key -> absolute tolerance in base units implied by the printed digits (absent: full precision)
     precision: dict[str, float] = field(default_factory=dict)
 

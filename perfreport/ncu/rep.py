@@ -15,7 +15,7 @@ from typing import Any
 from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
 from perfreport.ncu.catalog import load_catalog
-from perfreport.ncu.model import Capture, KernelLaunch
+from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.names import function_name
 from perfreport.ncu.sets import infer_section_set
 
@@ -105,12 +105,8 @@ def _launch(act: Any, index: int, needed: list[str]) -> KernelLaunch:
     grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
     block = tuple(attr(f"launch__block_dim_{a}") for a in "xyz")
     rules = [
-        {
-            "section": str(r.get("section_identifier", "")),
-            "rule": str(r.get("rule_identifier", "")),
-            "type": str((r.get("rule_message") or {}).get("type", "")),
-            "description": str((r.get("rule_message") or {}).get("message", "")),
-        }
+        Rule(str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
+             str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
         for r in act.rule_results_as_dicts()
     ]
     return KernelLaunch(
