@@ -55,7 +55,7 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
     from perfreport.importer import import_ncu
     from perfreport.summary import print_import_summary
 
-    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict)
+    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True))
     print_import_summary(result, as_json=as_json)
 
 

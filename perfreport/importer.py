@@ -15,7 +15,7 @@ from perfreport.derive import DeriveContext
 from perfreport.errors import PerfReportError
 from perfreport.ids import check_id
 from perfreport.ncu.model import Capture
-from perfreport.ncu.read import read_export
+from perfreport.ncu.read import Progress, read_export
 
 
 @dataclass
@@ -74,8 +74,13 @@ def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: 
     ]
 
 
-def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False) -> ImportResult:
-    """Read every capture, derive, then write the cell file once (nothing is written if any input fails)."""
+def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False,
+               progress: Progress | None = None) -> ImportResult:
+    """Read every capture, derive, then write the cell file once (nothing is written if any input fails).
+
+    `progress` (the CLI prints to stderr) gets one line per input file and, for a large report, a line about
+    every tenth of its kernels.
+    """
     check_id("cell", cell_id)
     campaign = load_campaign(campaign_dir, strict=strict)
     cell = campaign.cell(cell_id)
@@ -91,8 +96,11 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     sources: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
     inputs = _inputs(bundle_path)
-    for path in inputs:
-        capture = read_export(path)
+    for i, path in enumerate(inputs, 1):
+        if progress is not None:
+            size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
+            progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
+        capture = read_export(path, progress)
         entries = summarize_capture(capture, ctx, path.name)
         sources.append(_source_record(capture, path.name, len(entries)))
         kernels.extend(entries)
@@ -132,7 +140,7 @@ def _internals(k: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def import_campaign(campaign_dir: Path, strict: bool = False) -> list[Any]:
+def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress | None = None) -> list[Any]:
     """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace) and `samples:` (`make demo`)."""
     from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
 
@@ -140,7 +148,7 @@ def import_campaign(campaign_dir: Path, strict: bool = False) -> list[Any]:
     results: list[Any] = []
     for cell in campaign.cells:
         for capture in cell.capture_paths(campaign):
-            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict))
+            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict, progress=progress))
         for timeline in cell.timeline_paths(campaign):
             is_torch = timeline.name.endswith((".json", ".json.gz"))
             importer = import_torch_trace if is_torch else import_nsys

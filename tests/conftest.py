@@ -145,6 +145,12 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_cli(*args: str) -> tuple[int, str]:
-    """Invoke the CLI in-process; return (exit code, output)."""
+    """Invoke the CLI in-process; return (exit code, output as a terminal shows it: stdout and stderr)."""
     result = CliRunner().invoke(cli, list(args))
     return result.exit_code, result.output
+
+
+def run_cli_streams(*args: str) -> tuple[int, str, str]:
+    """Invoke the CLI in-process; return (exit code, stdout, stderr) apart."""
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ONE_CELL_CONFIG, run_cli
+from conftest import ONE_CELL_CONFIG, run_cli, run_cli_streams
 
 from perfreport.cells import load_schema
 
@@ -167,11 +167,32 @@ def test_strict_refuses_basic_set_capture(campaign: Path) -> None:
 
 
 def test_json_summary(campaign: Path) -> None:
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--json",
-                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    code, out, err = run_cli_streams("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--json",
+                                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
     assert code == 0
-    doc = json.loads(out)
+    doc = json.loads(out)  # progress goes to stderr: stdout stays one JSON document
     assert doc["kernels"] == 6 and doc["cell_id"] == "c1" and doc["sources"] == ["oracle_full.ncu-rep.gz"]
+    assert err == "[1/1] reading oracle_full.ncu-rep.gz (1.5 MB)\n"
+
+
+def test_progress_per_file_and_per_tenth_of_a_large_report(tmp_path: Path, campaign: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfreport.ncu import rep
+
+    assert rep.progress_steps(19) == set() and rep.progress_steps(20) == {2, 4, 6, 8, 10, 12, 14, 16, 18, 20}
+    assert rep.progress_steps(2016) == {*range(202, 2016, 202), 2016}
+    assert _run("bundle", "init", "--id", "b1", "--root", str(tmp_path))[0] == 0
+    bundle = tmp_path / "experiments/artifacts/inference-perf-bench/b1"
+    shutil.copy(ORACLE / "oracle_full.ncu-rep.gz", bundle / "ncu-profiles")
+    shutil.copy(ORACLE / "oracle_basic-raw.csv", bundle / "ncu-profiles")
+    monkeypatch.setattr(rep, "PROGRESS_MIN_KERNELS", 3)  # the real reports here hold 6 kernels
+    code, out, err = run_cli_streams("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                                     "--bundle", str(bundle))
+    assert code == 0, err
+    lines = err.splitlines()
+    assert lines[0].startswith("[1/2] reading oracle_basic-raw.csv (") and lines[0].endswith(" MB)")
+    assert lines[1:] == ["[2/2] reading oracle_full.ncu-rep.gz (1.5 MB)"] + [
+        f"oracle_full.ncu-rep.gz: {k}/6 kernels read" for k in range(1, 7)]
 
 
 def test_public_ncu2020_metrics_capture_keeps_its_dram_bytes(campaign: Path) -> None:

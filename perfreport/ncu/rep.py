@@ -7,7 +7,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -136,8 +136,22 @@ def _cc(act: Any) -> str:
     return f"{major.value()}.{minor.value()}"
 
 
-def read_rep(path: Path) -> Capture:
-    """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision)."""
+PROGRESS_MIN_KERNELS = 20  # smaller reports load in well under a second: no progress lines
+
+
+def progress_steps(total: int, parts: int = 10) -> set[int]:
+    """The counts (1-based) after which progress is reported: about every tenth, and the last; none when small."""
+    if total < PROGRESS_MIN_KERNELS:
+        return set()
+    step = -(-total // parts)
+    return {*range(step, total, step), total}
+
+
+def read_rep(path: Path, progress: Callable[[str], None] | None = None) -> Capture:
+    """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
+
+    `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
+    """
     try:
         import ncu_report
     except ImportError as exc:  # pragma: no cover - dependency is declared
@@ -161,6 +175,8 @@ def read_rep(path: Path) -> Capture:
         needed = load_catalog().needed()
         launches: list[KernelLaunch] = []
         sections: set[str] = set()
+        total = sum(ctx.range_by_idx(r).num_actions() for r in range(ctx.num_ranges()))
+        report_at = progress_steps(total) if progress is not None else set()
         for r in range(ctx.num_ranges()):
             rng = ctx.range_by_idx(r)
             for i in range(rng.num_actions()):
@@ -172,6 +188,8 @@ def read_rep(path: Path) -> Capture:
                     )
                 launches.append(_launch(act, len(launches), needed))
                 sections.update(s.identifier() for s in act.sections())
+                if progress is not None and len(launches) in report_at:
+                    progress(f"{path.name}: {len(launches)}/{total} kernels read")
     if not launches:
         raise InputError(
             f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
