@@ -250,8 +250,11 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
 @click.option("--graph-profiling", "graph_profiling", type=click.Choice(["node", "graph"]), default="node",
               show_default=True, help="graph keeps CUDA-graph replays fast until the first node-mode capture "
                                       "(docs/capture.md, 'What a process under ncu costs').")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="The target's CUDA processes (one per GPU worker: vLLM with TP=2 has 2). Each is released on "
+                   "its own port, --port (49152) up, with --max-connections 1. Default: one release, any port.")
 def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Path, attempts: int,
-                        graph_profiling: str) -> None:
+                        graph_profiling: str, workers: int | None) -> None:
     """Release a process started under `ncu --mode launch` (it blocks at its first CUDA call until an attach).
 
     Attaches once with a kernel filter that matches nothing, then interrupts its own ncu: the target runs on,
@@ -262,11 +265,16 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
       ncu --mode launch --target-processes all -- python3 -m vllm.entrypoints.openai.api_server ... &
       perftunereport capture release --ncu /usr/local/cuda/bin/ncu
     """
-    from perfreport.capture.release import release_launched
+    from perfreport.capture.release import release_launched, release_workers
 
+    say = (lambda m: click.echo(m, err=True))
+    if workers is not None:
+        for r in release_workers(ncu, log_path, workers, hostname=hostname, port=port, progress=say,
+                                 attempts=attempts, graph_profiling=graph_profiling):
+            click.echo(f"released process {r.pid} after {len(r.steps)} attach attempt(s); ncu output {r.log_path}")
+        return
     res = release_launched(ncu, log_path, hostname=hostname, port=port, attempts=attempts,
-                           graph_profiling=graph_profiling,
-                           progress=lambda m: click.echo(m, err=True))
+                           graph_profiling=graph_profiling, progress=say)
     click.echo(f"released process {res.pid} after {len(res.steps)} attach attempt(s); ncu output {log_path}")
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from perfreport.capture.loadgen import LoadGen, Record, percentile, split_windows, window_stats
-from perfreport.capture.release import NO_KERNEL, release_argv, release_launched
+from perfreport.capture.release import NO_KERNEL, release_argv, release_launched, release_workers
 from perfreport.capture.run_record import exports_for
 from perfreport.capture.serve_llama import Batcher, EchoEngine, Serving, ServingState, warm_up
 from perfreport.capture.session import NcuSession, parse_line
@@ -107,6 +107,35 @@ def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_ncu:
     assert res.pid == 692 and res.steps[0].rc == 130
     assert [c["step"] for c in res.cleanup] == ["sigint-ncu"]
     assert "No kernels were profiled" in (tmp_path / "release.txt").read_text()
+
+
+def test_release_per_port_attaches_each_worker_once(fake_ncu: Path, tmp_path: Path) -> None:
+    assert release_argv("ncu", port=49153, exact_port=True)[4:9] == [
+        "127.0.0.1", "--port", "49153", "--max-connections", "1"]
+    results = release_workers(NCU, tmp_path / "release.txt", 3, hold_s=0.05)
+    assert [r.pid for r in results] == [692, 693, 694]
+    assert [r.log_path.name for r in results if r.log_path] == [
+        "release.port49152.txt", "release.port49153.txt", "release.port49154.txt"]
+    assert "on port 49154." in (tmp_path / "release.port49154.txt").read_text()
+    assert all(r.steps[0].argv[5:9] == ["--port", str(49152 + i), "--max-connections", "1"]
+               for i, r in enumerate(results))
+
+
+def test_release_workers_cli_and_a_port_answering_twice(fake_ncu: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import run_cli
+    from perfreport.errors import PerfReportError
+
+    code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "2", "--port", "49152",
+                        "--log", str(tmp_path / "rel.txt"))
+    assert code == 0, out
+    assert "released process 692 after 1 attach attempt(s)" in out and "released process 693" in out
+    assert "release: port 49153 (2 of 2)" in out
+    code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "0")
+    assert code == 2 and "--workers" in out and "Traceback" not in out
+    monkeypatch.setenv("FAKE_NCU_ANY_PORT", "1")  # an ncu that ignored --max-connections
+    with pytest.raises(PerfReportError, match=r"processes \[692, 692\]: one process was attached twice"):
+        release_workers(NCU, tmp_path / "r.txt", 2, hold_s=0.05)
 
 
 def test_release_retries_then_names_the_problem(fake_ncu: Path, tmp_path: Path,

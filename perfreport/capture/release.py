@@ -42,12 +42,21 @@ class ReleaseResult:
     released_at: float | None = None
 
 
+BASE_PORT = 49152  # ncu's default --port: the first launched process listens there, the next on 49153, ...
+
+
 def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None,
-                 graph_profiling: str = "node") -> list[str]:
-    """The attach argv that connects to a launched process and profiles nothing."""
+                 graph_profiling: str = "node", exact_port: bool = False) -> list[str]:
+    """The attach argv that connects to a launched process and profiles nothing.
+
+    ncu tries the ports from `--port` up (64 of them): without `exact_port` the first process that answers is
+    attached, which may be one released before. `exact_port` adds `--max-connections 1`: only `port` is tried.
+    """
     argv = [ncu, "--mode", "attach", "--hostname", hostname]
     if port is not None:
         argv += ["--port", str(port)]
+    if exact_port:
+        argv += ["--max-connections", "1"]
     if graph_profiling != "node":
         argv += ["--graph-profiling", graph_profiling]
     return [*argv, "--kernel-name", NO_KERNEL, "--launch-count", "1"]
@@ -64,10 +73,11 @@ def release_launched(
     hold_s: float = 2.0,
     progress: Callable[[str], None] | None = None,
     graph_profiling: str = "node",
+    exact_port: bool = False,
 ) -> ReleaseResult:
     """Attach (retrying while no process is attachable yet), hold hold_s, SIGINT our ncu; raise if never connected."""
     say = progress or (lambda _msg: None)
-    argv = release_argv(ncu, hostname, port, graph_profiling)
+    argv = release_argv(ncu, hostname, port, graph_profiling, exact_port)
     result = ReleaseResult(pid=None, log_path=log_path)
     for attempt in range(1, attempts + 1):
         session = NcuSession(argv, log_path)
@@ -100,3 +110,31 @@ def release_launched(
                           f"after {attempts} attempts. Check that it printed 'Waiting for profiler to attach' and "
                           f"that nothing else is attached. Last ncu output:\n{tail}")
 
+
+
+def release_workers(ncu: str, log_path: Path, workers: int, hostname: str = "127.0.0.1", port: int | None = None,
+                    progress: Callable[[str], None] | None = None, **options: object) -> list[ReleaseResult]:
+    """Release `workers` launched processes, one per port from `port` (default 49152) up, each port exactly.
+
+    A server with one CUDA process per GPU (vLLM with tensor parallelism: an API process without CUDA, then one
+    worker per GPU) has one process per port, numbered in the order they reach their first CUDA call. A plain
+    repeated release can attach a released worker again (the lowest port answers first: H200 release probe,
+    docs/capture.md), so each port is released on its own with `--max-connections 1`; a port whose process has
+    not reached its first CUDA call yet is retried. `log_path` gets a `.portN` infix per port.
+    """
+    if workers < 1:
+        raise PerfReportError(f"capture release: --workers {workers}: expected 1 or more (the target's CUDA "
+                              f"processes: one per GPU worker).")
+    base = BASE_PORT if port is None else port
+    results = []
+    for p in range(base, base + workers):
+        log = log_path.with_name(f"{log_path.stem}.port{p}{log_path.suffix}")
+        if progress is not None:
+            progress(f"release: port {p} ({p - base + 1} of {workers})")
+        results.append(release_launched(ncu, log, hostname=hostname, port=p, exact_port=True, progress=progress,
+                                        **options))  # type: ignore[arg-type]
+    pids = [r.pid for r in results]
+    if len(set(pids)) != len(pids):
+        raise PerfReportError(f"capture release: ports {base}-{base + workers - 1} answered with processes {pids}: "
+                              f"one process was attached twice. Check that this ncu honours --max-connections.")
+    return results
