@@ -267,7 +267,9 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
     """
     from perfreport.capture.release import release_launched, release_workers
 
-    say = (lambda m: click.echo(m, err=True))
+    def say(message: str) -> None:
+        click.echo(message, err=True)
+
     if workers is not None:
         for r in release_workers(ncu, log_path, workers, hostname=hostname, port=port, progress=say,
                                  attempts=attempts, graph_profiling=graph_profiling):

@@ -111,19 +111,20 @@ def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_ncu:
 
 def test_release_per_port_attaches_each_worker_once(fake_ncu: Path, tmp_path: Path) -> None:
     assert release_argv("ncu", port=49153, exact_port=True)[4:9] == [
-        "127.0.0.1", "--port", "49153", "--max-connections", "1"]
+        "127.0.0.1", "--port", "49153", "--max-connections", "2"]
     results = release_workers(NCU, tmp_path / "release.txt", 3, hold_s=0.05)
     assert [r.pid for r in results] == [692, 693, 694]
     assert [r.log_path.name for r in results if r.log_path] == [
         "release.port49152.txt", "release.port49153.txt", "release.port49154.txt"]
     assert "on port 49154." in (tmp_path / "release.port49154.txt").read_text()
-    assert all(r.steps[0].argv[5:9] == ["--port", str(49152 + i), "--max-connections", "1"]
+    assert all(r.steps[0].argv[5:9] == ["--port", str(49152 + i), "--max-connections", "2"]
                for i, r in enumerate(results))
 
 
-def test_release_workers_cli_and_a_port_answering_twice(fake_ncu: Path, tmp_path: Path,
+def test_release_workers_cli_and_a_port_that_never_answers(fake_ncu: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from conftest import run_cli
+
     from perfreport.errors import PerfReportError
 
     code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "2", "--port", "49152",
@@ -133,9 +134,16 @@ def test_release_workers_cli_and_a_port_answering_twice(fake_ncu: Path, tmp_path
     assert "release: port 49153 (2 of 2)" in out
     code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "0")
     assert code == 2 and "--workers" in out and "Traceback" not in out
-    monkeypatch.setenv("FAKE_NCU_ANY_PORT", "1")  # an ncu that ignored --max-connections
-    with pytest.raises(PerfReportError, match=r"processes \[692, 692\]: one process was attached twice"):
-        release_workers(NCU, tmp_path / "r.txt", 2, hold_s=0.05)
+    monkeypatch.setenv("FAKE_NCU_ANY_PORT", "1")  # port 49152 answers every attach: 49153 is never reached
+    said: list[str] = []
+    with pytest.raises(PerfReportError, match="after 2 attempts"):
+        release_workers(NCU, tmp_path / "r.txt", 2, hold_s=0.05, attempts=2, retry_s=0.01, progress=said.append)
+    assert said[:2] == ["release: port 49152 (1 of 2)", "release: connected to process 692; detaching in 0.05 s"]
+    assert said.count("release: port 49152 answered, not 49153 (its process has not reached CUDA yet); retrying") == 2
+    # ncu 2025.3.1 finds no process with --max-connections 1 (ports_probe.log): the fake does the same
+    probe = (Path(__file__).parent / "data/h200_capture/ports_probe.log").read_text()
+    assert "No processes found on 127.0.0.1 (ports 49153-49153)" in probe and "(3013) on port 49153" not in probe
+    assert "listen ('tcp', 49153) pid 3013" in probe
 
 
 def test_release_retries_then_names_the_problem(fake_ncu: Path, tmp_path: Path,

@@ -18,6 +18,7 @@ release and capture and whose captures are graph-mode or of eager kernels.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,14 +50,16 @@ def release_argv(ncu: str, hostname: str = "127.0.0.1", port: int | None = None,
                  graph_profiling: str = "node", exact_port: bool = False) -> list[str]:
     """The attach argv that connects to a launched process and profiles nothing.
 
-    ncu tries the ports from `--port` up (64 of them): without `exact_port` the first process that answers is
-    attached, which may be one released before. `exact_port` adds `--max-connections 1`: only `port` is tried.
+    ncu tries the ports from `--port` up (64 of them) and attaches the first process that answers, which may be one
+    released before. `exact_port` narrows that to `--max-connections 2` (port and port + 1; `release_launched`
+    then accepts only a session on `port`). Not 1: ncu 2025.3.1 with `--max-connections 1` finds no process even
+    on a port a launched process listens on (H200, tests/data/h200_capture/ports_probe.log).
     """
     argv = [ncu, "--mode", "attach", "--hostname", hostname]
     if port is not None:
         argv += ["--port", str(port)]
     if exact_port:
-        argv += ["--max-connections", "1"]
+        argv += ["--max-connections", "2"]
     if graph_profiling != "node":
         argv += ["--graph-profiling", graph_profiling]
     return [*argv, "--kernel-name", NO_KERNEL, "--launch-count", "1"]
@@ -90,6 +93,10 @@ def release_launched(
             raise PerfReportError(f"capture release: cannot start {ncu!r}: {exc}. Pass --ncu PATH.") from exc
         connected = session.wait_until(lambda: session.first("connected") is not None,  # noqa: B023
                                        connect_timeout_s)
+        answered = _attached_port(session)
+        if connected and exact_port and answered != port:
+            say(f"release: port {answered} answered, not {port} (its process has not reached CUDA yet); retrying")
+            connected = False
         if connected:
             event = session.first("connected")
             assert event is not None
@@ -112,15 +119,22 @@ def release_launched(
 
 
 
+def _attached_port(session: NcuSession) -> int | None:
+    """The port of `==PROF== Attaching to process 'EXE' (PID) on port N.`, if ncu printed it."""
+    event = session.first("attaching")
+    found = re.search(r" on port (\d+)", event.text) if event is not None else None
+    return int(found.group(1)) if found else None
+
+
 def release_workers(ncu: str, log_path: Path, workers: int, hostname: str = "127.0.0.1", port: int | None = None,
                     progress: Callable[[str], None] | None = None, **options: object) -> list[ReleaseResult]:
     """Release `workers` launched processes, one per port from `port` (default 49152) up, each port exactly.
 
     A server with one CUDA process per GPU (vLLM with tensor parallelism: an API process without CUDA, then one
-    worker per GPU) has one process per port, numbered in the order they reach their first CUDA call. A plain
-    repeated release can attach a released worker again (the lowest port answers first: H200 release probe,
-    docs/capture.md), so each port is released on its own with `--max-connections 1`; a port whose process has
-    not reached its first CUDA call yet is retried. `log_path` gets a `.portN` infix per port.
+    worker per GPU) has one listening process per port from 49152 up. A plain repeated release attaches the
+    lowest port again, an already released worker, and never reaches the next (H200 release and ports probes,
+    docs/capture.md), so each port is released on its own (`exact_port`); a session that lands on the next port
+    instead is detached and retried. `log_path` gets a `.portN` infix per port.
     """
     if workers < 1:
         raise PerfReportError(f"capture release: --workers {workers}: expected 1 or more (the target's CUDA "
@@ -136,5 +150,6 @@ def release_workers(ncu: str, log_path: Path, workers: int, hostname: str = "127
     pids = [r.pid for r in results]
     if len(set(pids)) != len(pids):
         raise PerfReportError(f"capture release: ports {base}-{base + workers - 1} answered with processes {pids}: "
-                              f"one process was attached twice. Check that this ncu honours --max-connections.")
+                              f"one process was attached twice. Check that this ncu honours --port and "
+                              f"--max-connections.")
     return results
