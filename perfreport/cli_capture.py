@@ -55,6 +55,11 @@ _SPEC_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
+def _say(message: str) -> None:
+    """Progress lines go to stderr: stdout keeps the result (and --json documents)."""
+    click.echo(message, err=True)
+
+
 def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add --spec FILE, every spec flag, and the target command after `--`."""
     fn = click.argument("command", nargs=-1, type=click.UNPROCESSED)(fn)
@@ -154,7 +159,7 @@ def capture_run_cmd(bundle_dir: Path, mode: str, ncu: str, nvidia_smi: str, time
     for one in plan.per_kernel():  # one attach per kernel pattern; each is judged by the policy again
         res = capture_run(one, bundle_dir, mode, ncu=ncu, nvidia_smi=nvidia_smi, timeout_s=timeout_s,
                           import_campaign=import_campaign, deployment_revision=deployment_revision,
-                          progress=lambda m: click.echo(m, err=True))
+                          progress=_say)
         click.echo(f"captured {res.kernels_profiled} kernel(s) into {res.profiles_dir}: "
                    f"{', '.join(p.name for p in res.outputs)}; receipt {res.receipt_path}")
 
@@ -252,7 +257,8 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
                                       "(docs/capture.md, 'What a process under ncu costs').")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="The target's CUDA processes (one per GPU worker: vLLM with TP=2 has 2). Each is released on "
-                   "its own port, --port (49152) up, with --max-connections 1. Default: one release, any port.")
+                   "its own port, --port (49152) up (--max-connections 2, only a session on that port counts). "
+                   "Default: one release, any port.")
 def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Path, attempts: int,
                         graph_profiling: str, workers: int | None) -> None:
     """Release a process started under `ncu --mode launch` (it blocks at its first CUDA call until an attach).
@@ -267,16 +273,13 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
     """
     from perfreport.capture.release import release_launched, release_workers
 
-    def say(message: str) -> None:
-        click.echo(message, err=True)
-
     if workers is not None:
-        for r in release_workers(ncu, log_path, workers, hostname=hostname, port=port, progress=say,
+        for r in release_workers(ncu, log_path, workers, hostname=hostname, port=port, progress=_say,
                                  attempts=attempts, graph_profiling=graph_profiling):
             click.echo(f"released process {r.pid} after {len(r.steps)} attach attempt(s); ncu output {r.log_path}")
         return
     res = release_launched(ncu, log_path, hostname=hostname, port=port, attempts=attempts,
-                           graph_profiling=graph_profiling, progress=say)
+                           graph_profiling=graph_profiling, progress=_say)
     click.echo(f"released process {res.pid} after {len(res.steps)} attach attempt(s); ncu output {log_path}")
 
 
@@ -373,7 +376,7 @@ def k8s_run_cmd(bundle_dir: Path, dry_run: bool, **kwargs: Any) -> None:
 
     kubectl = kwargs["kubectl"]
     plan = _k8s_plan(kwargs)
-    result = k8s_run(plan, bundle_dir, kubectl=kubectl, dry_run=dry_run, progress=lambda m: click.echo(m, err=True))
+    result = k8s_run(plan, bundle_dir, kubectl=kubectl, dry_run=dry_run, progress=_say)
     if dry_run:
         click.echo(plan.text())
         return

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perfreport.capture.run_record import Step, cleanup_entry, iso
 from perfreport.capture.session import NcuSession
@@ -93,8 +94,7 @@ def release_launched(
             raise PerfReportError(f"capture release: cannot start {ncu!r}: {exc}. Pass --ncu PATH.") from exc
         connected = session.wait_until(lambda: session.first("connected") is not None,  # noqa: B023
                                        connect_timeout_s)
-        answered = _attached_port(session)
-        if connected and exact_port and answered != port:
+        if connected and exact_port and (answered := _attached_port(session)) != port:
             say(f"release: port {answered} answered, not {port} (its process has not reached CUDA yet); retrying")
             connected = False
         if connected:
@@ -118,7 +118,6 @@ def release_launched(
                           f"that nothing else is attached. Last ncu output:\n{tail}")
 
 
-
 def _attached_port(session: NcuSession) -> int | None:
     """The port of `==PROF== Attaching to process 'EXE' (PID) on port N.`, if ncu printed it."""
     event = session.first("attaching")
@@ -127,14 +126,15 @@ def _attached_port(session: NcuSession) -> int | None:
 
 
 def release_workers(ncu: str, log_path: Path, workers: int, hostname: str = "127.0.0.1", port: int | None = None,
-                    progress: Callable[[str], None] | None = None, **options: object) -> list[ReleaseResult]:
+                    progress: Callable[[str], None] | None = None, **options: Any) -> list[ReleaseResult]:
     """Release `workers` launched processes, one per port from `port` (default 49152) up, each port exactly.
 
     A server with one CUDA process per GPU (vLLM with tensor parallelism: an API process without CUDA, then one
     worker per GPU) has one listening process per port from 49152 up. A plain repeated release attaches the
     lowest port again, an already released worker, and never reaches the next (H200 release and ports probes,
     docs/capture.md), so each port is released on its own (`exact_port`); a session that lands on the next port
-    instead is detached and retried. `log_path` gets a `.portN` infix per port.
+    instead is detached and retried. `log_path` gets a `.portN` infix per port; `options` go to
+    `release_launched` (attempts, retry_s, hold_s, graph_profiling, ...).
     """
     if workers < 1:
         raise PerfReportError(f"capture release: --workers {workers}: expected 1 or more (the target's CUDA "
@@ -146,10 +146,5 @@ def release_workers(ncu: str, log_path: Path, workers: int, hostname: str = "127
         if progress is not None:
             progress(f"release: port {p} ({p - base + 1} of {workers})")
         results.append(release_launched(ncu, log, hostname=hostname, port=p, exact_port=True, progress=progress,
-                                        **options))  # type: ignore[arg-type]
-    pids = [r.pid for r in results]
-    if len(set(pids)) != len(pids):
-        raise PerfReportError(f"capture release: ports {base}-{base + workers - 1} answered with processes {pids}: "
-                              f"one process was attached twice. Check that this ncu honours --port and "
-                              f"--max-connections.")
+                                        **options))
     return results

@@ -205,12 +205,16 @@ def _rules(launches: _Launches, tab: pa.Table, rows: _Rows, where: np.ndarray) -
     combined = np.zeros(where.size, dtype=np.int64)  # the row's codes in all six columns, as one number
     columns: list[tuple[np.ndarray, list[str]]] = []
     for c in ("Section Name", *RULE_COLUMNS):
-        codes, names = _encode(tab[c]) if c in tab.column_names else (np.zeros(tab.num_rows, dtype=np.int64), [""])
-        columns.append((codes[where], names))
-        combined = np.unique(combined * len(names) + codes[where], return_inverse=True)[1].ravel()  # stays dense
-    distinct, first = np.unique(combined, return_index=True)
+        if c in tab.column_names:
+            codes, names = _encode(tab[c])
+            codes = codes[where]
+        else:
+            codes, names = np.zeros(where.size, dtype=np.int64), [""]
+        columns.append((codes, names))
+        combined = np.unique(combined * len(names) + codes, return_inverse=True)[1].ravel()  # renumbered 0..n-1
+    first = np.unique(combined, return_index=True)[1]  # the first row of each distinct rule, in code order
     shared = [Rule(*(names[codes[i]] for codes, names in columns)) for i in first.tolist()]
-    built = [shared[i] for i in combined.tolist()]  # `distinct` is 0..n-1: the codes index `shared`
+    built = [shared[i] for i in combined.tolist()]
     owner = rows.launch[where]
     starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))  # runs of one launch's rules
     for code, s, e in zip(owner[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), where.size], strict=True):

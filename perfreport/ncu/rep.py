@@ -7,7 +7,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from perfreport.errors import InputError
 from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.names import function_name
+from perfreport.ncu.read import Progress
 from perfreport.ncu.sets import infer_section_set
 
 MAGIC = b"NVR\x00"
@@ -147,7 +148,7 @@ def progress_steps(total: int, parts: int = 10) -> set[int]:
     return {*range(step, total, step), total}
 
 
-def read_rep(path: Path, progress: Callable[[str], None] | None = None) -> Capture:
+def read_rep(path: Path, progress: Progress | None = None) -> Capture:
     """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
 
     `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
@@ -175,10 +176,10 @@ def read_rep(path: Path, progress: Callable[[str], None] | None = None) -> Captu
         needed = load_catalog().needed()
         launches: list[KernelLaunch] = []
         sections: set[str] = set()
-        total = sum(ctx.range_by_idx(r).num_actions() for r in range(ctx.num_ranges()))
+        ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
+        total = sum(rng.num_actions() for rng in ranges)
         report_at = progress_steps(total) if progress is not None else set()
-        for r in range(ctx.num_ranges()):
-            rng = ctx.range_by_idx(r)
+        for rng in ranges:
             for i in range(rng.num_actions()):
                 act = rng.action_by_idx(i)
                 if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
