@@ -416,3 +416,19 @@ def test_fuzz_damaged_real_files_raise_only_input_error(tmp_path: Path, name: st
     path = tmp_path / name
     path.write_bytes(bytes(blob))
     _only_input_error(path)
+
+
+@pytest.mark.parametrize(("demangled", "expected"), [
+    # ncu's CSV pages print the anonymous namespace as `unnamed>` (the `at::native::<` before it dropped): its '>'
+    # must not close the kernel's template arguments (h200_many/many_full-raw.csv, row 1, shortened)
+    ("void unnamed>::distribution_elementwise_grid_stride_kernel<float, 4, void unnamed>::"
+     "distribution_nullary_kernel<float, float4>(long, T3)>(long, T4)", "distribution_elementwise_grid_stride_kernel"),
+    ("void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<float, (int)4>(long, T4)",
+     "distribution_elementwise_grid_stride_kernel"),
+    ("void (anonymous namespace)::softmax_warp_forward<float, 4>(float *)", "softmax_warp_forward"),
+    ("void (anonymous namespace)::unnamed_kernel(float *)", "unnamed_kernel"),
+])
+def test_function_name_with_the_anonymous_namespace(demangled: str, expected: str) -> None:
+    from perfreport.ncu.names import function_name
+
+    assert function_name(demangled) == expected

@@ -233,3 +233,22 @@ def test_csv_errors_through_the_cli_write_nothing(tmp_path: Path, campaign: Path
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     _assert_refused(campaign, empty, "empty")
+
+
+def test_many_kernel_h200_report_reports_progress_and_matches_its_raw_export() -> None:
+    """24 full-set elementwise launches captured on the H200 (tests/data/h200_many/capture.sh): progress about
+    every tenth without any patching, and the report and its `ncu --import --page raw` export agree."""
+    from perfreport.ncu.read import read_export
+
+    many = TESTS / "data" / "h200_many"
+    said: list[str] = []
+    rep = read_export(many / "many_full.ncu-rep.gz", said.append)
+    raw = read_export(many / "many_full-raw.csv")
+    assert said == [f"many_full.ncu-rep.gz: {k}/24 kernels read" for k in (3, 6, 9, 12, 15, 18, 21, 24)]
+    assert len(rep.launches) == len(raw.launches) == 24 and rep.section_set == raw.section_set == "full"
+    for a, b in zip(rep.launches, raw.launches, strict=True):
+        assert a.function == b.function  # the CSV prints shortened scopes (`unnamed>::`) in the full name
+        for key in ("gpu__time_duration.sum", "dram__bytes_read.sum", "launch__registers_per_thread"):
+            assert a.metrics[key] == pytest.approx(b.metrics[key], rel=1e-3), key
+    basic: list[str] = []
+    assert len(read_export(many / "many_basic.ncu-rep.gz", basic.append).launches) == 40 and len(basic) == 10

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+_ANONYMOUS = re.compile(r"\(anonymous namespace\)|<unnamed>|(?<![\w<])unnamed>")
+
 
 def function_name(demangled: str) -> str:
     """`void at::native::foo<4, X<int>>(int, T)` -> `foo`; plain names pass through unchanged."""
-    s = demangled.strip().replace("(anonymous namespace)", "{anonymous}")
+    # the anonymous namespace has three spellings: `(anonymous namespace)`, `<unnamed>` (ncu_report) and
+    # `unnamed>` (ncu's CSV pages drop the scope before it, `at::native::<`): its '>' would close a template
+    s = _ANONYMOUS.sub("{anonymous}", demangled.strip())
     depth = 0
     cut = len(s)
     # drop the parameter list: the last top-level '(' (template args may contain parentheses)
