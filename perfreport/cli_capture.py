@@ -303,6 +303,9 @@ def _k8s_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Production label the sister keeps (never one a Service selects)."),
         click.option("--drop-env", "drop_env", multiple=True,
                      help="Extra variable removed from the sister (CUDA_INJECTION64_PATH always is)."),
+        click.option("--workers", type=click.IntRange(min=1), default=None,
+                     help="Sister: the server's CUDA processes, released one per port from 49152 (vLLM TP=2: 2). "
+                          "Default: tensor x pipeline parallel size from the server's arguments, else 1."),
         click.option("--attach-window", "attach_window_s", type=int, default=600, show_default=True,
                      help="Seconds a remote attach may run before its `timeout -s INT` backstop ends it."),
         click.option("--debug-lifetime", "lifetime_s", type=int, default=3600, show_default=True,
@@ -333,7 +336,8 @@ def _k8s_plan(kw: dict[str, Any]) -> Any:
     opts = K8sOptions(container=kw.pop("container"), capture_id=kw.pop("capture_id"), ncu_image=kw.pop("ncu_image"),
                       namespace=namespace, ncu_home=kw.pop("ncu_home"), keep_labels=kw.pop("keep_labels"),
                       drop_env=kw.pop("drop_env"), counters_cap=not kw.pop("no_counters_cap"),
-                      attach_window_s=kw.pop("attach_window_s"), lifetime_s=kw.pop("lifetime_s"))
+                      attach_window_s=kw.pop("attach_window_s"), lifetime_s=kw.pop("lifetime_s"),
+                      workers=kw.pop("workers"))
     return k8s_plan(method, _spec(kw), opts, out_dir, **docs)
 
 

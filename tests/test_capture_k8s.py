@@ -85,7 +85,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                         "FAKE_KUBECTL_POD": str(pod_file)}.items():
         monkeypatch.setenv(name, value)
     for name in ("FAKE_KUBECTL_FAIL", "FAKE_KUBECTL_FAIL_MATCH", "FAKE_KUBECTL_INJECT", "FAKE_KUBECTL_RELEASE_FAILS",
-                 "FAKE_KUBECTL_PENDING_POLLS", "FAKE_KUBECTL_DEPLOYMENT"):
+                 "FAKE_KUBECTL_PENDING_POLLS", "FAKE_KUBECTL_DEPLOYMENT", "FAKE_KUBECTL_ANY_PORT"):
         monkeypatch.delenv(name, raising=False)
     return record
 

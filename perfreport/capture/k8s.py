@@ -24,6 +24,7 @@ from perfreport.capture.k8s_argv import ere_escape as ere_escape  # re-exported:
 from perfreport.capture.k8s_argv import interrupt_pattern as interrupt_pattern  # re-exported: imported from here
 from perfreport.capture.plan import Plan, build_plan
 from perfreport.capture.policy import Finding, verdict_of
+from perfreport.capture.release import BASE_PORT
 from perfreport.capture.spec import CaptureSpec
 from perfreport.errors import InputError
 from perfreport.ids import check_id
@@ -36,6 +37,9 @@ DEBUG_PREFIX = "perfreport-ncu-"
 DEBUG_REMOTE_DIR = "/tmp"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_MEM = "--gpu-memory-utilization"
+# vLLM and SGLang spellings; the product is the number of GPU worker processes
+_PARALLEL_ARGS = (("tensor-parallel-size", ("--tensor-parallel-size", "-tp", "--tp-size", "--tp")),
+                  ("pipeline-parallel-size", ("--pipeline-parallel-size", "-pp", "--pp-size", "--pp")))
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class K8sOptions:
     grace_s: int = 120
     lifetime_s: int = 3600
     ready_timeout_s: int = 900
-
+    workers: int | None = None  # the server's CUDA processes (sister releases); None: from its TP x PP arguments
 
 
 @dataclass
@@ -78,6 +82,7 @@ class K8sPlan:
     revision: str | None = None
     sister: str | None = None
     selector: str | None = None
+    workers: int = 1
     steps: list[K8sStep] = field(default_factory=list)
     cleanup: list[K8sStep] = field(default_factory=list)
     manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -116,7 +121,7 @@ class K8sPlan:
         return {"schema_version": 1, "method": self.method, "namespace": self.namespace, "pod": self.pod,
                 "container": self.exec_container, "target_container": self.target_container,
                 "deployment": self.deployment, "revision": self.revision, "capture_id": self.capture_id,
-                "sister": self.sister, "selector": self.selector, "verdict": self.verdict,
+                "sister": self.sister, "selector": self.selector, "workers": self.workers, "verdict": self.verdict,
                 "findings": [f.as_dict() for f in self.findings], "manifests": sorted(self.manifests),
                 "steps": [_step_dict(s) for s in self.steps], "cleanup": [_step_dict(s) for s in self.cleanup]}
 
@@ -134,7 +139,8 @@ class K8sPlan:
 
 def _step_dict(step: K8sStep) -> dict[str, Any]:
     out: dict[str, Any] = {"name": step.name, "action": step.action, "argv": list(step.argv)}
-    return {**out, **{k: v for k, v in (("capture", step.capture), ("stdout_file", step.stdout_file)) if v}}
+    return {**out, **{k: v for k, v in (("capture", step.capture), ("stdout_file", step.stdout_file),
+                                                   ("port", step.port)) if v}}
 
 
 
@@ -179,20 +185,58 @@ def _findings(problems: Sequence[tuple[str, str, str]]) -> list[Finding]:
     return [Finding(code, level, message) for code, level, message in problems]
 
 
+def _server_args(container: Mapping[str, Any]) -> list[str]:
+    return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+
+
+def _arg_value(args: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the last `--name V` or `--name=V` among args (the server's own parsing: last one wins)."""
+    found = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                found = args[i + 1]
+            elif arg.startswith(f"{name}="):
+                found = arg.split("=", 1)[1]
+    return found
+
+
 def _gpu_memory(spec: CaptureSpec, container: Mapping[str, Any]) -> float | None:
     """The spec's value, else the server's own --gpu-memory-utilization argument (for the memory rule)."""
     if spec.gpu_memory_utilization is not None:
         return spec.gpu_memory_utilization
-    args = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
-    for i, arg in enumerate(args):
-        value = args[i + 1] if arg == _GPU_MEM and i + 1 < len(args) else \
-            arg.split("=", 1)[1] if arg.startswith(f"{_GPU_MEM}=") else None
-        if value is not None:
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
+    value = _arg_value(_server_args(container), (_GPU_MEM,))
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
+
+
+def _workers(opts: K8sOptions, container: Mapping[str, Any], base: int) -> tuple[int, list[Finding]]:
+    """How many CUDA processes the sister's release must free: --workers, else tensor x pipeline parallel size."""
+    if opts.workers is not None:
+        n, why = opts.workers, f"--workers {opts.workers}"
+    else:
+        args, sizes = _server_args(container), []
+        for label, names in _PARALLEL_ARGS:
+            value = _arg_value(args, names)
+            if value is not None:
+                if not value.isdigit() or int(value) < 1:
+                    return 1, [Finding("k8s-sister-workers", "warn", f"the server's {label} argument is {value!r}, "
+                                       f"not a positive integer: one CUDA process assumed. Pass --workers N.")]
+                sizes.append(f"{label} {value}")
+        n = 1
+        for size in sizes:
+            n *= int(size.rsplit(" ", 1)[1])
+        why = " x ".join(sizes) + " in the server's arguments"
+        if n == 1:
+            return 1, []
+    return n, [Finding("k8s-sister-workers", "info", f"{n} CUDA process(es) ({why}): under `ncu --mode launch` "
+                       f"each blocks at its first CUDA call and listens on its own port, so the sister is released "
+                       f"once per port, {base} to {base + n - 1}, each exactly (`--port P --max-connections 2`; a "
+                       f"session that lands on another port is detached and retried). Captures attach the first "
+                       f"({base}) unless the spec sets port. A server with another CUDA process (an engine "
+                       f"core apart from its workers) needs --workers N.")]
 
 
 def _revision(deployment: Mapping[str, Any] | None) -> str | None:
@@ -225,12 +269,13 @@ def _sister_plan(spec: CaptureSpec, opts: K8sOptions, deployment: Mapping[str, A
     sister = km.derive_sister(deployment, sopts, judged.launch_argv(km.SISTER_NCU))
     _set_env(sister, opts.container, judged.env)
     problems = km.sister_problems(deployment, sister, services, sopts)
+    workers, worker_findings = _workers(opts, container, spec.port or BASE_PORT)
     return K8sPlan("sister", opts, opts.namespace or str(meta.get("namespace") or "default"), judged,
-                   [*judged.findings, *_findings(problems), *extra], out_dir, opts.container, km.SISTER_NCU,
-                   km.OUT_MOUNT, deployment=name, revision=_revision(deployment),
+                   [*judged.findings, *_findings(problems), *extra, *worker_findings], out_dir, opts.container,
+                   km.SISTER_NCU, km.OUT_MOUNT, deployment=name, revision=_revision(deployment),
                    sister=str(sister["metadata"]["name"]),
                    selector=km.label_selector(km.sister_selector(opts.capture_id)),
-                   manifests={"sister.yaml": sister})
+                   manifests={"sister.yaml": sister}, workers=workers)
 
 
 def _set_env(sister: dict[str, Any], container: str, env: Mapping[str, str]) -> None:
@@ -268,6 +313,9 @@ def _debug_plan(spec: CaptureSpec, opts: K8sOptions, pod: Mapping[str, Any] | No
         extra.append(Finding("k8s-debug-lifetime", "warn", f"the debug container idles for {opts.lifetime_s} s "
                              f"but the captures may take {needed} s (attach window + grace per kernel); raise "
                              f"--debug-lifetime or lower --attach-window."))
+    if opts.workers is not None:
+        extra.append(Finding("k8s-workers-ignored", "warn", f"--workers {opts.workers} is ignored with --method "
+                             "debug: the production server was released when it started serving."))
     if spec.env:
         extra.append(Finding("k8s-env-ignored", "warn", "env is ignored with --method debug: the server was launched "
                              "already, and the attaching ncu's environment does not reach it."))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfreport.capture.plan import build_plan
-from perfreport.capture.release import release_argv
+from perfreport.capture.release import BASE_PORT, release_argv
 from perfreport.capture.run_record import exports_for
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class K8sStep:
     wait_for: int = 0
     window_s: int = 0
     pod_slots: tuple[int, ...] = ()
+    port: int | None = None  # a release of exactly this port (the session must attach there)
 
     def resolved(self, kubectl: str, pod: str | None) -> list[str]:
         """The argv to run: our kubectl as argv[0], the pod name in its slots only (kernel patterns stay as given)."""
@@ -88,12 +89,24 @@ def _backstop(window_s: int, grace_s: int) -> list[str]:
 
 
 def _release_steps(plan: K8sPlan, name: str) -> list[K8sStep]:
-    """An attach that profiles nothing (graph mode, release.py), then its interrupt."""
-    o = plan.opts
-    release = release_argv(plan.ncu, plan.plan.spec.hostname, plan.plan.spec.port)
-    return [_exec(plan, name, "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
-                  window_s=o.release_window_s),
-            _exec(plan, f"{name}-interrupt", "interrupt", ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])])]
+    """Per CUDA process: an attach that profiles nothing (release.py), then its interrupt.
+
+    One worker: one release on any port (ncu attaches the first that answers). Several: one per port from the base
+    port up, each exact (release_argv exact_port), named `release-PORT`, run one after the other.
+    """
+    o, spec = plan.opts, plan.plan.spec
+    ports: list[int | None] = [spec.port] if plan.workers == 1 else \
+        list(range(spec.port or BASE_PORT, (spec.port or BASE_PORT) + plan.workers))
+    out = []
+    for port in ports:
+        exact = plan.workers > 1
+        step = f"{name}-{port}" if exact else name
+        release = release_argv(plan.ncu, spec.hostname, port, exact_port=exact)
+        out += [_exec(plan, step, "attach", [*_backstop(o.release_window_s, o.grace_s), *release],
+                      window_s=o.release_window_s, port=port if exact else None),
+                _exec(plan, f"{step}-interrupt", "interrupt",
+                      ["pkill", "-INT", "-f", interrupt_pattern(release[-4:])])]
+    return out
 
 
 def _capture_steps(plan: K8sPlan) -> list[K8sStep]:

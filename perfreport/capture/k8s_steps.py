@@ -2,7 +2,8 @@
 
 Outputs land in <bundle>/ncu-profiles/ as for a local run (NAME.ncu-rep, NAME-raw.csv, NAME-sol.csv,
 NAME.ncu-output.txt, NAME.receipt.json), staged in a hidden folder and renamed into place, plus
-ID-release.ncu-output.txt (sister) and ID-cleanup.receipt.json (the whole session). Cleanup runs in a `finally`
+ID-release.ncu-output.txt (sister; ID-release-PORT.ncu-output.txt per worker when it has several) and
+ID-cleanup.receipt.json (the whole session). Cleanup runs in a `finally`
 (sister: `kubectl delete deployment SISTER --wait=false`; debug: interrupt any ncu of ours still attached) before
 any receipt is written, so every receipt says whether it worked (k8s_receipts writes them).
 """
@@ -28,6 +29,7 @@ from perfreport.capture.k8s_argv import K8sStep
 from perfreport.capture.k8s_manifests import fetch_docs as fetch_docs  # re-exported: imported from here
 from perfreport.capture.k8s_receipts import K8sCapture as K8sCapture  # re-exported with K8sRunResult
 from perfreport.capture.k8s_receipts import K8sRunResult, write_receipts
+from perfreport.capture.release import attached_port
 from perfreport.capture.run_record import Step, capture_files, cleanup_entry, iso
 from perfreport.capture.session import NcuSession
 from perfreport.errors import InputError, PerfReportError
@@ -48,10 +50,11 @@ _FIXES = {
     "debug": "Ephemeral containers need Kubernetes >= 1.25, kubectl >= 1.30 (--profile sysadmin) and RBAC on "
              "pods/ephemeralcontainers; a namespace enforcing Pod Security 'baseline' refuses a privileged one.",
     "wait-debug-container": "Read `kubectl describe pod -n {ns} {pod}` (the ephemeral container's state).",
-    "release": "The server never reached its first CUDA call under `ncu --mode launch`, or listens on another "
-               "port: read `kubectl logs -n {ns} -l {selector}` and {id}-release.ncu-output.txt.",
+    "release": "The server (or this worker) never reached its first CUDA call under `ncu --mode launch`, or "
+               "listens on another port: read `kubectl logs -n {ns} -l {selector}` (one 'Waiting for profiler to "
+               "attach' line per CUDA process) and {log}; set --workers to that count.",
     "wait-ready": "The server did not become Ready after the release: read `kubectl logs -n {ns} -l {selector}`; a "
-                  "server with several CUDA processes needs one release per process (ports 49152 up).",
+                  "server with several CUDA processes needs one release per process (--workers N: ports 49152 up).",
     "attach": "Read {name}.ncu-output.txt: ncu lists the kernels it saw when the pattern matched none. Fix "
               "--kernel-name, or raise --attach-window if the kernel is rare under the current load.",
     "cp": "kubectl cp needs `tar` in the container; copy the report by hand with `kubectl exec ... -- cat`.",
@@ -153,7 +156,8 @@ class _Runner:
             i += 1
 
     def _check_free(self) -> None:
-        names = [f"{self.plan.capture_id}-cleanup.receipt.json", f"{self.plan.capture_id}-release.ncu-output.txt"]
+        names = [f"{self.plan.capture_id}-cleanup.receipt.json",
+                 *(self._release_log(s.port) for s in self.plan.steps if s.action == "attach" and s.capture is None)]
         for p in self.plan.captures():
             names += [f.name for f in capture_files(self.profiles, p.spec.output).values()]
         taken = [n for n in names if (self.profiles / n).exists()]
@@ -161,10 +165,12 @@ class _Runner:
             raise InputError(f"capture k8s run: {self.profiles} already holds {', '.join(taken)}; refusing to "
                              f"overwrite evidence. Pick another --output or --capture-id, or move the files away.")
 
-    def _fix(self, name: str, capture: str | None = None) -> str:
-        fix = _FIXES.get("export" if name.startswith("export") else name, "Check the cluster and retry.")
+    def _fix(self, name: str, capture: str | None = None, port: int | None = None) -> str:
+        key = "export" if name.startswith("export") else re.sub(r"-\d+$", "", name)  # release-49153: release
+        fix = _FIXES.get(key, "Check the cluster and retry.")
         return fix.format(selector=self.plan.selector, ns=self.plan.namespace, pod=self.pod or "POD",
-                          id=self.plan.capture_id, sister=self.plan.sister, name=capture or "NAME")
+                          id=self.plan.capture_id, sister=self.plan.sister, name=capture or "NAME",
+                          log=self._release_log(port))
 
     # -- one command ---------------------------------------------------------------------------------------------
     def _record(self, step: K8sStep) -> Step:
@@ -332,23 +338,32 @@ class _Runner:
         rec.rc, rec.ended_at = code, iso(time.time())
         return code
 
+    def _release_log(self, port: int | None) -> str:
+        return f"{self.plan.capture_id}-release{'' if port is None else f'-{port}'}.ncu-output.txt"
+
     def _release(self, step: K8sStep, interrupt: K8sStep) -> None:
-        log = self.staging / f"{self.plan.capture_id}-release.ncu-output.txt"
-        attempts = int(self.t["release_attempts"])
+        """Attach until a session connects (on step.port when set), hold, interrupt: the server passes CUDA init."""
+        log = self.staging / self._release_log(step.port)
+        attempts, where = int(self.t["release_attempts"]), "" if step.port is None else f" on port {step.port}"
         for attempt in range(1, attempts + 1):
             session, rec = self._start(step, log)
             connected = session.wait_until(lambda: session.first("connected") is not None,  # noqa: B023
                                            max(1.0, step.window_s - 10.0))
-            if connected:
+            answered = attached_port(session) if connected and step.port is not None else step.port
+            if answered != step.port:
+                self.say(f"{step.name}: port {answered} answered, not {step.port} (its process has not reached "
+                         f"CUDA yet, or was released before); detaching and retrying")
+                connected = False
+            elif connected:
                 session.wait_until(lambda: False, self.t["hold_s"])
             rc = self._stop(session, rec, interrupt, step.window_s)
             if connected:
-                self.say(f"release: connected and detached (rc={rc}); the server runs on")
+                self.say(f"{step.name}: connected{where} and detached (rc={rc}); the server runs on")
                 return
-            self.say(f"release: attempt {attempt}/{attempts}: nothing attachable yet (rc={rc})")
+            self.say(f"{step.name}: attempt {attempt}/{attempts}: nothing attachable{where} yet (rc={rc})")
             time.sleep(self.t["release_retry_s"])
         tail = log.read_text(encoding="utf-8", errors="replace")[-1500:] if log.is_file() else ""
-        raise _Failed("release", None, tail, self._fix("release"))
+        raise _Failed(step.name, None, tail, self._fix("release", port=step.port))
 
     def _capture(self, step: K8sStep, interrupt: K8sStep) -> None:
         kernel = self.kernels[step.capture or ""]

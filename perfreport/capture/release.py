@@ -94,7 +94,7 @@ def release_launched(
             raise PerfReportError(f"capture release: cannot start {ncu!r}: {exc}. Pass --ncu PATH.") from exc
         connected = session.wait_until(lambda: session.first("connected") is not None,  # noqa: B023
                                        connect_timeout_s)
-        if connected and exact_port and (answered := _attached_port(session)) != port:
+        if connected and exact_port and (answered := attached_port(session)) != port:
             say(f"release: port {answered} answered, not {port} (its process has not reached CUDA yet); retrying")
             connected = False
         if connected:
@@ -118,7 +118,7 @@ def release_launched(
                           f"that nothing else is attached. Last ncu output:\n{tail}")
 
 
-def _attached_port(session: NcuSession) -> int | None:
+def attached_port(session: NcuSession) -> int | None:
     """The port of `==PROF== Attaching to process 'EXE' (PID) on port N.`, if ncu printed it."""
     event = session.first("attaching")
     found = re.search(r" on port (\d+)", event.text) if event is not None else None
