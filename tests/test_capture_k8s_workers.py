@@ -127,3 +127,15 @@ def test_a_worker_port_that_never_answers_fails_its_release_and_cleans_up(tmp_pa
     profiles = tmp_path / "bundle" / "ncu-profiles"
     assert load_receipt(profiles / "cap1-cleanup.receipt.json")["cleanup_done"] is True
     assert (profiles / "cap1-release-49152.ncu-output.txt").is_file()
+
+
+def test_a_relative_kubectl_path_still_reaches_the_steps_run_in_the_staging_folder(
+        tmp_path: Path, fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # found on the H200 (k8s_local_device.sh): `--kubectl tests/data/k8s/node_kubectl` failed at `cp`, the one step
+    # run with the staging folder as cwd
+    monkeypatch.chdir(Path(KUBECTL).parents[3])
+    relative = str(Path(KUBECTL).relative_to(Path.cwd()))
+    result = k8s_run(tp_plan(tmp_path), tmp_path / "bundle", kubectl=relative, **FAST)
+    assert result.ok and (tmp_path / "bundle" / "ncu-profiles" / "capture.ncu-rep").stat().st_size > 0
+    session = load_receipt(tmp_path / "bundle" / "ncu-profiles" / "cap1-cleanup.receipt.json")
+    assert {s["argv"][0] for s in session["steps"]} == {KUBECTL}

@@ -102,6 +102,8 @@ def run_plan(plan: K8sPlan, bundle: Path, kubectl: str = "kubectl", dry_run: boo
 
 class _Runner:
     def __init__(self, plan: K8sPlan, bundle: Path, kubectl: str, say: Progress, timing: dict[str, float]) -> None:
+        # a relative path (tests/.../kubectl) would break the steps that run in the staging folder (cp)
+        kubectl = str(Path(kubectl).resolve()) if os.sep in kubectl else kubectl
         self.plan, self.bundle, self.kubectl, self.say, self.t = plan, bundle, kubectl, say, timing
         self.pod = plan.pod
         self.steps: list[Step] = []

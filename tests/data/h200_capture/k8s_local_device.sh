@@ -26,7 +26,8 @@ run() {  # $1 name, rest: extra args
   timeout -s INT 300 $K --capture-id $n --out $R/$n/plan --bundle $R/$n/bundle "$@" >> $L 2>&1
   log "run $n rc=$?"
   log "$n server output (pod.log, last 8 lines):"; tail -8 $R/$n/state/pod.log >> $L 2>/dev/null
-  pkill -f tp_server.py && log "killed a leftover tp_server" || log "no tp_server left running"
+  pkill -9 -f tp_server.py && log "killed a leftover tp_server" || log "no tp_server left running"
+  for i in $(seq 20); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null || break; sleep 1; done
   ls -la /ncu /ncu-out >> $L 2>&1
 }
 run tp2 --kernel-name regex:nvjet --set full --launch-count 1
