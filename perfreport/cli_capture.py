@@ -311,6 +311,9 @@ def _k8s_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ready-timeout", "ready_timeout_s", type=click.IntRange(min=1), default=900,
                      show_default=True, help="Sister: seconds `kubectl wait --for=condition=Ready` waits after the "
                                              "release(s) (model load included)."),
+        click.option("--debug-ncu", default="ncu", show_default=True,
+                     help="Debug: the ncu executable inside --ncu-image. Example: --debug-ncu "
+                          "/opt/nvidia/nsight-compute/2025.3.1/ncu"),
         click.option("--debug-lifetime", "lifetime_s", type=int, default=3600, show_default=True,
                      help="Seconds the debug container idles (`sleep`) before it ends by itself."),
         click.option("--no-counters-cap", "no_counters_cap", is_flag=True,
@@ -340,7 +343,8 @@ def _k8s_plan(kw: dict[str, Any]) -> Any:
                       namespace=namespace, ncu_home=kw.pop("ncu_home"), keep_labels=kw.pop("keep_labels"),
                       drop_env=kw.pop("drop_env"), counters_cap=not kw.pop("no_counters_cap"),
                       attach_window_s=kw.pop("attach_window_s"), lifetime_s=kw.pop("lifetime_s"),
-                      workers=kw.pop("workers"), ready_timeout_s=kw.pop("ready_timeout_s"))
+                      workers=kw.pop("workers"), ready_timeout_s=kw.pop("ready_timeout_s"),
+                      debug_ncu=kw.pop("debug_ncu"))
     return k8s_plan(method, _spec(kw), opts, out_dir, **docs)
 
 
