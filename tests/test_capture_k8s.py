@@ -378,6 +378,7 @@ def test_debug_run_end_to_end(tmp_path: Path, fake: Path) -> None:
     assert receipt["target"] == {"namespace": "inference", "pod": PROD_POD, "deployment": "vllm-llama-8b",
                                  "container": "vllm"}
     assert receipt["cleanup"][0]["step"] == "interrupt-leftover-ncu" and receipt["cleanup_done"]
+    assert (receipt["cleanup"][0]["rc"], receipt["cleanup"][0]["ok"]) == (1, True)  # pkill's own rc: none left
     kills = events(fake, "pkill")
     assert [len(k["matched"]) for k in kills] == [1, 0]  # the capture's ncu; at cleanup none was left
 

@@ -6,6 +6,9 @@ workers run) with tests/data/k8s/node_kubectl as kubectl (this node as the clust
 command, `ncu --mode launch` included, as a local process). tp2: workers inferred from the server's arguments, two
 exact-port releases, Ready, a full-set capture of the bf16 GEMM, exports, cleanup. tp2-one-release: `--workers 1`,
 so one worker stayed blocked, readiness never passed, and the run failed at wait-ready and still cleaned up.
+dbg1 (`ONLY_DEBUG=1`): `--method debug` on a "production" pod (tests/data/k8s/tp_pod.json: its server under
+`ncu --mode launch`, started by the script and released with `capture release --workers 2`): an ephemeral-container
+attach captured the GEMM while the server kept serving, and the leftover-ncu cleanup found nothing to stop.
 """
 
 from __future__ import annotations
@@ -113,3 +116,35 @@ def test_one_release_for_two_workers_fails_at_wait_ready_and_cleans_up() -> None
     assert calls(run)[-1][:3] == ["delete", "deployment", "tp-server-ncu-sister"]
     iters = json.loads(re.search(r"iterations (\[.*\])", (RUNS / run / "pod.log").read_text()).group(1))
     assert sorted(iters)[0] == 0 and sorted(iters)[1] > 0  # one worker never got past its first CUDA call
+
+
+def test_debug_method_captured_a_serving_pod_and_left_it_serving(tmp_path: Path, campaign: Path) -> None:
+    run = RUNS / "dbg1"
+    names = [s["step"] for s in load_receipt(run / "ncu-profiles" / "dbg1-cleanup.receipt.json")["steps"]]
+    assert names == ["check-pod", "debug", "wait-debug-container", "ncu-version", "attach", "interrupt", "cp",
+                     "export-raw", "export-sol", "interrupt-leftover-ncu"]
+    r = load_receipt(run / "ncu-profiles" / "capture.receipt.json")
+    assert (r["capture_kind"], r["kernel_names"], r["exit_status"], r["section_set"]) == (
+        "k8s-debug", [GEMM], 0, "basic")
+    assert r["target"]["deployment"] == "tp-server"  # from the pod's ReplicaSet owner
+    assert r["argv"][:3] == ["/opt/nvidia/nsight-compute/2025.3.1/ncu", "--mode", "attach"]
+    # pkill found no ncu of ours left (rc 1 in the step); this run's cleanup entry still wrote the synthesized rc 0
+    # that cleanup_entry gave every ok action then (it now records the command's own rc)
+    steps = load_receipt(run / "ncu-profiles" / "dbg1-cleanup.receipt.json")["steps"]
+    assert [s["rc"] for s in steps if s["step"] == "interrupt-leftover-ncu"] == [1]
+    assert [(c["step"], c["ok"]) for c in r["cleanup"]] == [("interrupt-leftover-ncu", True)]
+    # the production server was released per port before (two workers, two pids) and served on after the capture
+    pids = {re.search(r"Connected to process (\d+)", (run / f"prod-release.port{p}.txt").read_text()).group(1)
+            for p in (49152, 49153)}
+    assert len(pids) == 2
+    stats = re.search(r"after the capture /stats: (\{.*\})", (run / "k8s_local_debug.log").read_text())
+    assert stats and min(json.loads(stats.group(1))["iterations"]) > 0
+    # the plan made today from the same pod is the one that ran
+    spec = CaptureSpec(kernel_patterns=("regex:nvjet",), section_set="basic")
+    opts = K8sOptions(container="vllm", capture_id="dbg1", ncu_image="local/ncu:2025.3.1", namespace="inference",
+                      debug_ncu="/opt/nvidia/nsight-compute/2025.3.1/ncu")
+    plan = k8s_plan("debug", spec, opts, tmp_path / "plan", pod=json.loads((K8S / "tp_pod.json").read_text()))
+    ran = [["kubectl", *c] for c in calls("dbg1")]
+    assert [list(s.argv) for s in [*plan.steps, *plan.cleanup]] == ran
+    (k,) = import_ncu(campaign, "c1", run / "ncu-profiles" / "capture.ncu-rep.gz").kernels
+    assert k["function"] == GEMM and k["arithmetic_intensity"] is None and k["ai_measured"] is False  # basic set

@@ -395,7 +395,7 @@ class _Runner:
             except _Failed as exc:
                 rc, err = -1, exc.tail
             ok = rc == 0 or (rc == 1 and ("pkill" in step.argv or "NotFound" in err))
-            self.cleanup.append(cleanup_entry(step.name, step.resolved(self.kubectl, self.pod), ok))
+            self.cleanup.append(cleanup_entry(step.name, step.resolved(self.kubectl, self.pod), ok, rc))
             self.say(f"cleanup {step.name}: {'done' if ok else f'FAILED (rc={rc}): {err.strip()[-300:]}'}")
 
     def _publish(self) -> list[Path]:

@@ -46,9 +46,10 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def cleanup_entry(step: str, argv: Sequence[str], ok: bool) -> dict[str, Any]:
-    """Receipt form of one cleanup action: {step, argv, rc, ok} (rc as the equivalent shell command's)."""
-    return {"step": step, "argv": list(argv), "rc": 0 if ok else 1, "ok": ok}
+def cleanup_entry(step: str, argv: Sequence[str], ok: bool, rc: int | None = None) -> dict[str, Any]:
+    """Receipt form of one cleanup action: {step, argv, rc, ok}: the command's own rc when it ran as one (pkill's
+    1, nothing left to stop, is ok), else the equivalent shell command's (a signal we sent ourselves)."""
+    return {"step": step, "argv": list(argv), "rc": (0 if ok else 1) if rc is None else rc, "ok": ok}
 
 
 def run_probe(name: str, argv: list[str], steps: list[Step], timeout_s: float = 30.0) -> str | None:
