@@ -387,10 +387,11 @@ def k8s_run_cmd(bundle_dir: Path, dry_run: bool, **kwargs: Any) -> None:
 
     kubectl = kwargs["kubectl"]
     plan = _k8s_plan(kwargs)
-    result = k8s_run(plan, bundle_dir, kubectl=kubectl, dry_run=dry_run, progress=_say)
-    if dry_run:
+    if dry_run:  # the plan's own text: verdict, findings, manifests and every command, once
+        k8s_run(plan, bundle_dir, kubectl=kubectl, dry_run=True)
         click.echo(plan.text())
         return
+    result = k8s_run(plan, bundle_dir, kubectl=kubectl, progress=_say)
     for c in result.captures:
         click.echo(f"{c.name}: {len(c.kernel_names)} kernel(s), ncu rc={c.exit_status}, receipt {c.receipt_path}")
     click.echo(f"cleanup receipt {result.cleanup_receipt_path}")

@@ -427,6 +427,8 @@ def test_cli_k8s_run_dry_run_runs_nothing_and_a_run_captures(fake: Path, tmp_pat
     dry = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert not fake.exists() or argvs(fake) == []
+    assert dry.output.count("kubectl create -n inference -f") == 1  # each command printed once
+    assert dry.output.startswith("verdict: ") and "cleanup delete-sister (always" in dry.output
     res = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"))
     assert res.exit_code == 0, res.output
     assert "capture: 1 kernel(s)" in res.output and "cleanup receipt" in res.output
