@@ -85,7 +85,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                         "FAKE_KUBECTL_POD": str(pod_file)}.items():
         monkeypatch.setenv(name, value)
     for name in ("FAKE_KUBECTL_FAIL", "FAKE_KUBECTL_FAIL_MATCH", "FAKE_KUBECTL_INJECT", "FAKE_KUBECTL_RELEASE_FAILS",
-                 "FAKE_KUBECTL_PENDING_POLLS", "FAKE_KUBECTL_DEPLOYMENT", "FAKE_KUBECTL_ANY_PORT"):
+                 "FAKE_KUBECTL_PENDING_POLLS", "FAKE_KUBECTL_DEPLOYMENT", "FAKE_KUBECTL_ANY_PORT",
+                 "FAKE_KUBECTL_EXITS_AFTER_POLLS"):
         monkeypatch.delenv(name, raising=False)
     return record
 
@@ -340,7 +341,8 @@ def test_release_retries_until_the_server_is_attachable(tmp_path: Path, fake: Pa
     result = k8s_run(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok
     assert sum(1 for a in argvs(fake) if "regex:^perfreport_release_matches_no_kernel$" in a) == 3
-    assert sum(1 for a in argvs(fake) if a[:2] == ["get", "pods"]) == 3  # two Pending polls, then Running
+    # two Pending polls, then Running; then one check after each failed release attempt (still running)
+    assert sum(1 for a in argvs(fake) if a[:2] == ["get", "pods"]) == 3 + 2
     assert [s.step for s in result.steps].count("release") == 3
     log = (tmp_path / "bundle" / "ncu-profiles" / "cap1-release.ncu-output.txt").read_text()
     assert log.count("==ERROR== No attachable process found.") == 2 and "Connected to process 692" in log

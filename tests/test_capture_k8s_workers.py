@@ -139,3 +139,15 @@ def test_a_relative_kubectl_path_still_reaches_the_steps_run_in_the_staging_fold
     assert result.ok and (tmp_path / "bundle" / "ncu-profiles" / "capture.ncu-rep").stat().st_size > 0
     session = load_receipt(tmp_path / "bundle" / "ncu-profiles" / "cap1-cleanup.receipt.json")
     assert {s["argv"][0] for s in session["steps"]} == {KUBECTL}
+
+
+def test_a_server_that_exits_before_its_release_fails_at_once(tmp_path: Path, fake: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # found on the H200: a sister whose server died (port in use) was retried 60 x 5 s before the run gave up
+    monkeypatch.setenv("FAKE_KUBECTL_RELEASE_FAILS", "100")
+    monkeypatch.setenv("FAKE_KUBECTL_EXITS_AFTER_POLLS", "1")  # running at wait-pod, terminated after
+    with pytest.raises(PerfReportError, match="step 'release' failed") as err:
+        k8s_run(tp_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **{**FAST, "release_attempts": 50})
+    assert "no longer running" in err.value.message and "--previous" in err.value.message
+    assert sum(1 for a in argvs(fake) if NO_KERNEL in a) == 1  # one attempt, not 50
+    assert argvs(fake)[-1][:2] == ["delete", "deployment"]

@@ -363,9 +363,26 @@ class _Runner:
                 self.say(f"{step.name}: connected{where} and detached (rc={rc}); the server runs on")
                 return
             self.say(f"{step.name}: attempt {attempt}/{attempts}: nothing attachable{where} yet (rc={rc})")
+            self._check_still_running(step)
             time.sleep(self.t["release_retry_s"])
         tail = log.read_text(encoding="utf-8", errors="replace")[-1500:] if log.is_file() else ""
         raise _Failed(step.name, None, tail, self._fix("release", port=step.port))
+
+    def _check_still_running(self, release: K8sStep) -> None:
+        """Between release attempts: fail now if the server container stopped (H200: a server that exited at once
+        was retried 60 times, 5 minutes, before the run gave up)."""
+        poll = next((s for s in self.plan.steps if s.action == "poll-pod"), None)
+        if poll is None:
+            return
+        rc, out, _ = self._call(poll)
+        try:
+            running = rc == 0 and self._sister_pod(json.loads(out)) is not None
+        except json.JSONDecodeError:
+            running = True  # cannot tell: keep retrying
+        if not running and rc == 0:
+            raise _Failed(release.name, None, "the server container is no longer running (it exited or restarts)",
+                          f"Read `kubectl logs -n {self.plan.namespace} -l {self.plan.selector} --previous`: the "
+                          f"server failed before its first CUDA call (arguments, port in use, missing GPU).")
 
     def _capture(self, step: K8sStep, interrupt: K8sStep) -> None:
         kernel = self.kernels[step.capture or ""]
