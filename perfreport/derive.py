@@ -6,6 +6,7 @@ estimated; AI is None with ai_measured False unless both FLOP and DRAM-byte coun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,29 +30,35 @@ class DeriveContext:
     hardware: str
 
 
-def _get(launch: KernelLaunch, metric: str) -> float | None:
-    v = launch.metrics.get(metric)
-    return None if v is None or v != v else v  # v != v: NaN (ncu_report's value for an unavailable counter)
+Getter = Callable[[str], "float | None"]  # a launch's captured value of a raw metric, None when not captured
 
 
-def _plain_count(launch: KernelLaunch, rate_metric: str, cycles: float | None) -> float | None:
+def getter(launch: KernelLaunch) -> Getter:
+    """The launch's metric lookup, NaN (ncu_report's value for an unavailable counter) read as not captured.
+
+    One dict of the captured values per launch and its bound `get`: derivation reads ~75 metrics per launch.
+    """
+    return {k: v for k, v in launch.metrics.items() if v == v}.get  # v != v: NaN
+
+
+def _plain_count(get: Getter, rate_metric: str, cycles: float | None) -> float | None:
     """Instruction count from a `.sum.per_cycle_elapsed` rate x elapsed cycles, or a captured plain `.sum`."""
-    rate = _get(launch, rate_metric)
+    rate = get(rate_metric)
     if rate is not None and cycles is not None:
         return rate * cycles
     if rate_metric.endswith(".per_cycle_elapsed"):
-        return _get(launch, rate_metric[: -len(".per_cycle_elapsed")])
+        return get(rate_metric[: -len(".per_cycle_elapsed")])
     return None
 
 
-def flops(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float | None] | None, dict[str, float]]:
+def flops(get: Getter, cat: Catalog) -> tuple[dict[str, float | None] | None, dict[str, float]]:
     """Return ({tensor, fp64, fp32, fp16, total} or None, tensor ops by dtype)."""
-    by_dtype = {d: v for d, m in cat.tensor_flops.items() if (v := _get(launch, m)) is not None}
+    by_dtype = {d: v for d, m in cat.tensor_flops.items() if (v := get(m)) is not None}
     tensor = sum(v for d, v in by_dtype.items() if d in FLOAT_TENSOR_DTYPES) if by_dtype else None
-    cycles = _get(launch, cat.scalars["smsp_cycles_elapsed"])
+    cycles = get(cat.scalars["smsp_cycles_elapsed"])
     core: dict[str, float | None] = {}
     for kind, terms in cat.cuda_core_flops.items():
-        counts = [_plain_count(launch, t.metric, cycles) for t in terms]
+        counts = [_plain_count(get, t.metric, cycles) for t in terms]
         core[kind] = None if any(c is None for c in counts) else sum(
             t.weight * c for t, c in zip(terms, counts, strict=True) if c is not None
         )
@@ -63,45 +70,45 @@ def flops(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float | None] |
             "total": total}, by_dtype
 
 
-def dram_bytes(launch: KernelLaunch, cat: Catalog, seconds: float | None) -> tuple[float | None, str | None]:
+def dram_bytes(get: Getter, cat: Catalog, seconds: float | None) -> tuple[float | None, str | None]:
     """DRAM bytes: a captured count, read+write (full set), or rate x duration (roofline set); else None."""
-    total = _get(launch, cat.scalars["dram_bytes_sum"])
+    total = get(cat.scalars["dram_bytes_sum"])
     if total is not None:
         return total, "dram__bytes.sum"
-    rd = _get(launch, cat.scalars["dram_bytes_read"])
-    wr = _get(launch, cat.scalars["dram_bytes_write"])
+    rd = get(cat.scalars["dram_bytes_read"])
+    wr = get(cat.scalars["dram_bytes_write"])
     if rd is not None and wr is not None:
         return rd + wr, "dram__bytes_read.sum + dram__bytes_write.sum"
-    rate = _get(launch, cat.scalars["dram_bytes_per_second"])
+    rate = get(cat.scalars["dram_bytes_per_second"])
     if rate is not None and seconds is not None:
         return rate * seconds, "dram__bytes.sum.per_second * gpu__time_duration.sum"
     return None, None
 
 
-def _rate_bytes(launch: KernelLaunch, metric: str, seconds: float | None) -> float | None:
-    rate = _get(launch, metric)
+def _rate_bytes(get: Getter, metric: str, seconds: float | None) -> float | None:
+    rate = get(metric)
     return None if rate is None or seconds is None else rate * seconds
 
 
-def _block_limit(launch: KernelLaunch, cat: Catalog) -> tuple[dict[str, float], str | None]:
-    limits = {k: v for k, m in cat.block_limits.items() if (v := _get(launch, m)) is not None}
+def _block_limit(get: Getter, cat: Catalog) -> tuple[dict[str, float], str | None]:
+    limits = {k: v for k, m in cat.block_limits.items() if (v := get(m)) is not None}
     if not limits:
         return limits, None
     low = min(limits.values())
     return limits, "+".join(sorted(k for k, v in limits.items() if v == low))
 
 
-def _stalls(launch: KernelLaunch, cat: Catalog) -> dict[str, float] | None:
-    ratios = {r: v for r, m in cat.warp_stalls.items() if (v := _get(launch, m)) is not None}
+def _stalls(get: Getter, cat: Catalog) -> dict[str, float] | None:
+    ratios = {r: v for r, m in cat.warp_stalls.items() if (v := get(m)) is not None}
     total = sum(ratios.values())
     if not ratios or total <= 0:
         return None
     return {r: 100.0 * v / total for r, v in sorted(ratios.items())}
 
 
-def _divergence(launch: KernelLaunch, cat: Catalog) -> float | None:
-    eff = _get(launch, cat.scalars["branch_efficiency_pct"])
-    divergent = _get(launch, cat.scalars["divergent_branches_avg"])
+def _divergence(get: Getter, cat: Catalog) -> float | None:
+    eff = get(cat.scalars["branch_efficiency_pct"])
+    divergent = get(cat.scalars["divergent_branches_avg"])
     if divergent == 0.0:
         return 0.0  # ncu prints 0% efficiency for kernels with no divergent branch targets at all
     return None if eff is None else 100.0 - eff
@@ -115,21 +122,21 @@ def _tensor_dtype(by_dtype: dict[str, float]) -> str | None:
     return "fp8" if d == "fp8_sparse" else d
 
 
-def _ncu_peaks(launch: KernelLaunch, cat: Catalog, dtype: str | None) -> dict[str, Any]:
+def _ncu_peaks(get: Getter, cat: Catalog, dtype: str | None) -> dict[str, Any]:
     """Per-kernel peaks as ncu computes them: per-cycle peak x the clock measured during this kernel."""
-    sm_hz = _get(launch, cat.scalars["sm_hz"])
+    sm_hz = get(cat.scalars["sm_hz"])
     out: dict[str, Any] = {"compute_path": None, "compute_tflops": None, "dram_tbps": None}
     if dtype is not None and dtype in cat.tensor_peak_per_cycle:
-        per_cycle = _get(launch, cat.tensor_peak_per_cycle[dtype])
+        per_cycle = get(cat.tensor_peak_per_cycle[dtype])
         out["compute_path"] = cat.tensor_peak_per_cycle[dtype]
     else:
-        ffma = _get(launch, cat.cuda_core_peak_per_cycle["fp32"])
+        ffma = get(cat.cuda_core_peak_per_cycle["fp32"])
         per_cycle = None if ffma is None else 2 * ffma
         out["compute_path"] = "2 * " + cat.cuda_core_peak_per_cycle["fp32"]
     if per_cycle is not None and sm_hz is not None:
         out["compute_tflops"] = per_cycle * sm_hz / 1e12
-    bpc = _get(launch, cat.scalars["dram_bytes_peak_per_cycle"])
-    dram_hz = _get(launch, cat.scalars["dram_hz"])
+    bpc = get(cat.scalars["dram_bytes_peak_per_cycle"])
+    dram_hz = get(cat.scalars["dram_hz"])
     if bpc is not None and dram_hz is not None:
         out["dram_tbps"] = bpc * dram_hz / 1e12
     return out
@@ -176,23 +183,24 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
     """
     cat = load_catalog()
     s = cat.scalars
-    dur = _get(launch, s["duration_ns"])
+    get = getter(launch)
+    dur = get(s["duration_ns"])
     sec = None if dur is None else dur * 1e-9
-    fl, by_dtype = flops(launch, cat)
-    dram, dram_method = dram_bytes(launch, cat, sec)
+    fl, by_dtype = flops(get, cat)
+    dram, dram_method = dram_bytes(get, cat, sec)
     total = None if fl is None else fl["total"]
     ai = total / dram if total is not None and dram else None
-    l2 = _rate_bytes(launch, s["l2_bytes_per_second"], sec)
-    l1 = _rate_bytes(launch, s["l1_bytes_per_second"], sec)
+    l2 = _rate_bytes(get, s["l2_bytes_per_second"], sec)
+    l1 = _rate_bytes(get, s["l1_bytes_per_second"], sec)
     tflops = total / sec / 1e12 if total is not None and sec else None
     tbps = dram / sec / 1e12 if dram is not None and sec else None
     if family is None:
         family = classify_family(launch.name, ctx.ceilings)
     dtype = _tensor_dtype(by_dtype)
     ref = ctx.ceilings.ceiling_for(ctx.hardware, family, dtype if family in TENSOR_FAMILIES else None)
-    peaks = _ncu_peaks(launch, cat, dtype)
-    limits, limiter = _block_limit(launch, cat)
-    smem_parts = [_get(launch, s["smem_static_per_block_bytes"]), _get(launch, s["smem_dynamic_per_block_bytes"])]
+    peaks = _ncu_peaks(get, cat, dtype)
+    limits, limiter = _block_limit(get, cat)
+    smem_parts = [get(s["smem_static_per_block_bytes"]), get(s["smem_dynamic_per_block_bytes"])]
     comp_achieved = (by_dtype.get(dtype, 0.0) / sec / 1e12) if dtype and sec else tflops
     row: dict[str, Any] = {
         "launch_id": launch.launch_id,
@@ -211,26 +219,26 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
         "achieved_tflops": tflops,
         "achieved_dram_tbps": tbps,
         "family": family,
-        "sm_hz": _get(launch, s["sm_hz"]),
+        "sm_hz": get(s["sm_hz"]),
         "ncu_peaks": peaks,
         "compute_pct_of_peak": _pct(comp_achieved, peaks["compute_tflops"]),
         "dram_pct_of_peak": _pct(tbps, peaks["dram_tbps"]),
         "ridge_ai": (peaks["compute_tflops"] / peaks["dram_tbps"])
         if peaks["compute_tflops"] and peaks["dram_tbps"] else None,
-        "sm_throughput_pct": _get(launch, s["sm_throughput_pct"]),
-        "memory_throughput_pct": _get(launch, s["memory_throughput_pct"]),
-        "dram_throughput_pct": _get(launch, s["dram_throughput_pct"]),
-        "achieved_occupancy_pct": _get(launch, s["achieved_occupancy_pct"]),
-        "theoretical_occupancy_pct": _get(launch, s["theoretical_occupancy_pct"]),
-        "achieved_active_warps_per_sm": _get(launch, s["achieved_active_warps_per_sm"]),
-        "regs_per_thread": _get(launch, s["regs_per_thread"]),
+        "sm_throughput_pct": get(s["sm_throughput_pct"]),
+        "memory_throughput_pct": get(s["memory_throughput_pct"]),
+        "dram_throughput_pct": get(s["dram_throughput_pct"]),
+        "achieved_occupancy_pct": get(s["achieved_occupancy_pct"]),
+        "theoretical_occupancy_pct": get(s["theoretical_occupancy_pct"]),
+        "achieved_active_warps_per_sm": get(s["achieved_active_warps_per_sm"]),
+        "regs_per_thread": get(s["regs_per_thread"]),
         "smem_per_block_bytes": None if any(p is None for p in smem_parts) else sum(
             p for p in smem_parts if p is not None),
         "block_limits": limits or None,
         "block_limit_factor": limiter,
-        "warp_stalls_pct": _stalls(launch, cat),
-        "branch_efficiency_pct": _get(launch, s["branch_efficiency_pct"]),
-        "branch_divergence_pct": _divergence(launch, cat),
+        "warp_stalls_pct": _stalls(get, cat),
+        "branch_efficiency_pct": get(s["branch_efficiency_pct"]),
+        "branch_divergence_pct": _divergence(get, cat),
     }
     family_sol = _sol(ref, tflops, tbps)
     row["family_sol_pct"], row["family_ceiling_key"] = family_sol["sol_pct"], family_sol["sol_ceiling_key"]

@@ -69,14 +69,12 @@ def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: 
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 if split is None:
                     split = pool.submit(_split, io.BytesIO(data), len(header), col, wanted)
-                hasher = hashlib.sha256()
                 try:
-                    scanned = scan_records(data, _hash_and_release(data, hasher))
+                    scanned = scan_records(data, _check_and_release(data))
                 except _NotClean:
                     return None  # CRLF or binary: the strict reader handles (or rejects) it
                 if scanned is None:
                     return None
-                digest = hasher.hexdigest()
                 counts, newlines = scanned
                 rows = counts[1:]
                 if counts[0] != len(header) or not len(rows):
@@ -86,8 +84,11 @@ def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: 
                 tab = split.result()
                 if tab.num_rows != len(rows):
                     return None
-                table.sha256, table.row_lines = digest, list(range(2, len(counts) + 1))
-                return _capture(table, tab, fh.fileno(), newlines, only)
+                digest = pool.submit(_sha256, fh.fileno(), len(data))  # on the idle core, beside the conversion
+                table.row_lines = list(range(2, len(counts) + 1))
+                capture = _capture(table, tab, fh.fileno(), newlines, only)
+                table.sha256 = capture.sha256 = digest.result()
+                return capture
         except (duckdb.Error, OSError, ValueError):
             return None  # ragged, not UTF-8, unreadable or not mappable: the strict reader reports or reads it
         except (InputError, ArithmeticError):
@@ -98,8 +99,8 @@ class _NotClean(Exception):
     """A byte the strict reader must judge (``\\r``, NUL) was found in a chunk."""
 
 
-def _hash_and_release(data: mmap.mmap, hasher: Any) -> Any:
-    """Per scanned chunk: refuse CR and NUL bytes, hash it, and drop the mapped pages two chunks behind the scan.
+def _check_and_release(data: mmap.mmap) -> Any:
+    """Per scanned chunk: refuse CR and NUL bytes, and drop the mapped pages two chunks behind the scan.
 
     Read-only file pages come back from the page cache when touched again (the launches' first lines are), so
     only the resident set shrinks: the whole mapped file no longer counts in the import's peak (VmHWM).
@@ -110,14 +111,24 @@ def _hash_and_release(data: mmap.mmap, hasher: Any) -> Any:
         nonlocal released
         if data.find(b"\r", start, end) >= 0 or data.find(b"\x00", start, end) >= 0:
             raise _NotClean
-        with memoryview(data) as view:
-            hasher.update(view[start:end])
         behind = (start - 2 * (end - start)) // page * page
         if behind > released:
             data.madvise(mmap.MADV_DONTNEED, released, behind - released)
             released = behind
 
     return on_chunk
+
+
+def _sha256(fd: int, size: int) -> str:
+    """SHA-256 of the first `size` bytes of `fd` (the mapped length), read with pread in 1 MiB pieces.
+
+    Runs on the pool's thread while this one converts the rows (hashlib and pread release the GIL), and reads
+    through the page cache, not the mapping, so the file's pages never count in the import's resident set.
+    """
+    hasher, chunk = hashlib.sha256(), 1 << 20
+    for start in range(0, size, chunk):
+        hasher.update(os.pread(fd, min(chunk, size - start), start))
+    return hasher.hexdigest()
 
 
 def _split(source: str | BinaryIO, width: int, col: dict[str, int], wanted: list[str]) -> pa.Table:
@@ -204,10 +215,10 @@ def _rules(launches: _Launches, tab: pa.Table, rows: _Rows, where: np.ndarray) -
         return
     combined = np.zeros(where.size, dtype=np.int64)  # the row's codes in all six columns, as one number
     columns: list[tuple[np.ndarray, list[str]]] = []
+    taken = pa.array(where, type=pa.int64())
     for c in ("Section Name", *RULE_COLUMNS):
         if c in tab.column_names:
-            codes, names = _encode(tab[c])
-            codes = codes[where]
+            codes, names = _encode(tab[c].take(taken))  # the rule rows only: a few of every launch's rows
         else:
             codes, names = np.zeros(where.size, dtype=np.int64), [""]
         columns.append((codes, names))
