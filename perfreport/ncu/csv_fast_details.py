@@ -215,10 +215,10 @@ def _rules(launches: _Launches, tab: pa.Table, rows: _Rows, where: np.ndarray) -
         return
     combined = np.zeros(where.size, dtype=np.int64)  # the row's codes in all six columns, as one number
     columns: list[tuple[np.ndarray, list[str]]] = []
-    taken = pa.array(where, type=pa.int64())
     for c in ("Section Name", *RULE_COLUMNS):
-        if c in tab.column_names:
-            codes, names = _encode(tab[c].take(taken))  # the rule rows only: a few of every launch's rows
+        if c in tab.column_names:  # encoding the whole column, then indexing, peaks lower than take()/filter()
+            codes, names = _encode(tab[c])  # of the rule rows first (+45 / +21 MB on a 50 MB page)
+            codes = codes[where]
         else:
             codes, names = np.zeros(where.size, dtype=np.int64), [""]
         columns.append((codes, names))
