@@ -253,7 +253,8 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
               show_default=True, help="Where the release attach's ncu output goes.")
 @click.option("--attempts", type=int, default=30, show_default=True, help="Attach attempts, 2 s apart.")
 @click.option("--graph-profiling", "graph_profiling", type=click.Choice(["node", "graph"]), default="node",
-              show_default=True, help="graph keeps CUDA-graph replays fast until the first node-mode capture "
+              show_default=True, help="graph keeps CUDA-graph replays fast until the first node-mode capture, but that "
+                                      "capture then wedged the process in 6 of 10 H200 runs (node: 0 of 6) "
                                       "(docs/capture.md, 'What a process under ncu costs').")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="The target's CUDA processes (one per GPU worker: vLLM with TP=2 has 2). Each is released on "

@@ -61,7 +61,13 @@ _RULES = {
     "shutdown": re.compile(r"^==PROF== Trying to shutdown target application"),
     "empty": re.compile(r"^==WARNING== No kernels were profiled\."),
     "noattach": re.compile(r"^==ERROR== No attachable process found"),
+    "connected": re.compile(r"^==PROF== Connected to process \d+"),
 }
+# H200, ncu 2025.3.1 (tests/data/h200_capture/graph_server_probe/, overhead3/, launch_cost/).
+GRAPH_WEDGE = ("On the H200 with ncu 2025.3.1, in 6 of 10 CUDA-graph processes released graph-mode the first "
+               "node-mode attach connected, saw no kernel while the target went on replaying at full speed, and "
+               "every later attach then failed with `No attachable process found` (the targets later exited "
+               "with code 11); after a node-mode release, 0 of 6 failed.")
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,10 @@ _SIMPLE = (
      "`ncu --mode launch` (ports 49152-49215), or another ncu is still attached to it (one attach at a time: an "
      "attaching ncu that was killed instead of interrupted can stay connected, and the target then refuses new "
      "attaches). Start the target with `ncu --mode launch --target-processes all -- CMD`, check --hostname/--port, "
-     "and stop a previous attach with SIGINT to its process group (`perftunereport capture run` does)."),
+     "and stop a previous attach with SIGINT to its process group (`perftunereport capture run` does). A process that "
+     "was attachable before and still runs can also be one that replays CUDA graphs and whose node-mode attach after a "
+     "graph-mode one saw no kernel: it refuses attaches from then on; restart it under `ncu --mode launch` and release "
+     "it node-mode."),
     ("nondeterministic-replay", "nondet",
      "application replay saw a different set of kernels in a later pass: `{line}`. `--replay-mode application` "
      "re-runs the whole process once per metric pass and needs the same profiled launches every run; this workload "
@@ -241,6 +250,19 @@ def _empty(log: _Log, found: set[str], pattern: str | None) -> list[Diagnosis]:
     if not names and found & _EXPLAINS_EMPTY:
         return []
     line = log.lines[hits[-1][0]]
+    connected = [(i, m) for i, m in log.grep("connected", claim=False) if i < hits[-1][0]]
+    if not names and connected:
+        used = f"--kernel-name {pattern}" if pattern else "the kernel filter"
+        return [log.make("no-kernels-profiled", (
+            f"ncu attached (`{log.lines[connected[-1][0]]}`) and ended without profiling a kernel: `{line}`, and "
+            f"listed no available kernel. Either the process was idle during the session (keep requests flowing "
+            f"until the capture ends, or attach for longer); or it launched only kernels inside CUDA graphs, which "
+            f"ncu 2025.3.1 does not list, and {used} matched none of them (check the pattern against a capture of "
+            f"the same engine, e.g. `-c 1` without a filter); or it replays CUDA graphs and an earlier attach on it "
+            f"was graph-mode (`--graph-profiling graph`, e.g. `capture release --graph-profiling graph`). "
+            f"{GRAPH_WEDGE} For that last case restart the target under `ncu --mode launch` and release it "
+            f"node-mode (the default of `capture release`)."),
+            _rows(connected[-1:] + hits[-1:]), available_kernels=[], pattern_used=pattern, attached=True)]
     if not names:
         return [log.make("no-kernels-profiled", (
             f"ncu finished without profiling a kernel: `{line}`, and listed no available kernel: the process "

@@ -10,10 +10,10 @@ tests/data/h200_capture/launch_cost/): a launched process whose attaches were al
 at 1.2-1.8 us per kernel (0.93 us un-profiled); from its first node-mode attach on (ncu's default, and what
 profiling a kernel inside a graph needs) every graph-replayed kernel costs ~55-60 us for the rest of its life, and
 a later graph-mode attach does not bring the speed back. Eager launches cost ~70-100 us under ncu in every state.
-The default stays node mode: in the one server run released in graph mode (overhead3/), the node-mode capture
-that followed found no matching kernel in 120 s and the process answered no attach afterwards, while every
-capture after a node-mode release worked (overhead2/). Graph mode is for a server that must serve fast between
-release and capture and whose captures are graph-mode or of eager kernels.
+The default stays node mode: after a graph-mode release the first node-mode attach on a graph-replaying
+process connected, profiled nothing and left the process refusing every later attach in 6 of 10 processes;
+after a node-mode release, 0 of 6 (graph_server_probe/, overhead3/; docs/capture.md). Graph mode is for a
+server that must serve fast between release and capture and whose captures are graph-mode or of eager kernels.
 """
 
 from __future__ import annotations

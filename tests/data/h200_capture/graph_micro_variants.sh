@@ -3,7 +3,7 @@
 # process connect and never take effect (graph_server_probe.sh's micro case). Per variant (PROBE_THREAD, PROBE_MATMUL,
 # release mode), a fresh graph_attach_probe.py under `ncu --mode launch`: release, then node attach 1
 # (-k regex:nvjet|elementwise -c 1, 10 s), then node attach 2 (no filter, -c 1, 8 s: is it still attachable?).
-# Writes $OUT/graph_micro_variants.log.
+# Writes $OUT/graph_micro_variants.log. Each variant takes about 48 s.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 NCU=${NCU:-/usr/local/cuda/bin/ncu}; L=$OUT/graph_micro_variants.log
@@ -28,10 +28,11 @@ variant() {  # variant THREAD MATMUL RELEASE_MODE
   wait $TP; echo "target rc=$?" >> $L
   log "target rates (every 3rd second)"; grep -E '^t=' /tmp/probe.txt | awk 'NR % 3 == 0' >> $L
 }
-for run in 1 2; do
-  variant 1 1 graph
-  variant 1 0 graph
-  variant 0 1 graph
-done
-variant 1 1 node
+# Arguments: variants as THREAD,MATMUL,MODE triples (default: the graph-release sweep, twice, then one node release).
+if [ $# -gt 0 ]; then
+  for v in "$@"; do IFS=, read -r t m r <<< "$v"; variant "$t" "$m" "$r"; done
+else
+  for run in 1 2; do variant 1 1 graph; variant 1 0 graph; variant 0 1 graph; done
+  variant 1 1 node
+fi
 cat $L
