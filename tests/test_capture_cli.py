@@ -68,7 +68,7 @@ def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake_ncu: Path
     assert argv[argv.index("--kernel-name") + 1] == HOSTILE  # one argv element, no shell
     assert any(e.get("signal") == "SIGINT" for e in events)
     r = load_receipt(bundle / "ncu-profiles" / "live.receipt.json")
-    assert r["exit_status"] == 130 and r["kernels_profiled"] == 1
+    assert r["exit_status"] == -2 and r["kernels_profiled"] == 1
     assert any(c["step"] == "sigint-ncu" for c in r["cleanup"])
     attaches = [e["argv"] for e in events if "argv" in e and "attach" in e["argv"]]
     assert len(attaches) == 1 and "--graph-profiling" not in attaches[0]  # node mode: kernels inside graphs

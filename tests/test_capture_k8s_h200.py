@@ -52,7 +52,10 @@ def test_the_plan_made_today_is_the_one_that_ran(tmp_path: Path) -> None:
     assert plan.workers == 2 and plan.verdict == "ok"
     now = json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())
     here = str((tmp_path / "plan").resolve())
-    assert json.loads(json.dumps(now).replace(here, "/tmp/k8sl/tp2/plan")) == ran
+    now = json.loads(json.dumps(now).replace(here, "/tmp/k8sl/tp2/plan"))
+    # the findings' wording may gain measurements since that run; their codes and levels, argv and manifests may not
+    assert [(f["code"], f["level"]) for f in now.pop("findings")] == [(f["code"], f["level"]) for f in ran["findings"]]
+    assert now == {k: v for k, v in ran.items() if k != "findings"}
     assert ran["workers"] == 2
     assert (tmp_path / "plan" / "sister.yaml").read_text() == (RUNS / "tp2" / "sister.yaml").read_text()
 

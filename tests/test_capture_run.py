@@ -1,8 +1,9 @@
 """capture run, its ncu session, the release attach, the serving load generator and the overhead benchmark.
 
 The GPU and ncu cannot exist here: tests/data/fake_ncu/ncu replays REAL ncu 2025.3.1 output recorded on the H200
-(attach_twice.log, oracle_basic.log, empty.log) and writes a real .ncu-rep on SIGINT, exiting 130, as the attach
-facts in tests/data/h200_shared/README.md say ncu does. The real path runs on the H200 (docs/capture.md).
+(attach_twice.log, oracle_basic.log, empty.log) and writes a real .ncu-rep on SIGINT, then dies by that SIGINT
+(rc -2, as ncu 2025.3.1 did on the H200: overhead4/), as the attach facts in tests/data/h200_shared/README.md
+say ncu does. The real path runs on the H200 (docs/capture.md).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def test_session_sigint_goes_to_ncu_only_and_target_keeps_running(fake_ncu: Path
         assert session.wait_profiled(2, 20)
         assert session.running()  # still attached after --launch-count kernels (attach fact 2)
         rc = session.stop(grace_s=20)
-        assert rc == 130
+        assert rc == -2  # killed by the SIGINT after writing the report, as on the H200 (overhead4/)
         assert (tmp_path / "r.ncu-rep").read_bytes() == REPORT_BYTES
         assert [s.step for s in session.signals] == ["sigint-ncu"]
         assert session.signals[0].argv == ["kill", "-INT", f"-{session.proc.pid}"]  # type: ignore[union-attr]
@@ -104,7 +105,7 @@ def test_release_attaches_with_a_filter_matching_nothing_then_detaches(fake_ncu:
                                    NO_KERNEL, "--launch-count", "1"]
     assert release_argv("ncu", graph_profiling="graph")[5:7] == ["--graph-profiling", "graph"]
     res = release_launched(NCU, tmp_path / "release.txt", hold_s=0.1)
-    assert res.pid == 692 and res.steps[0].rc == 130
+    assert res.pid == 692 and res.steps[0].rc == -2
     assert [c["step"] for c in res.cleanup] == ["sigint-ncu"]
     assert "No kernels were profiled" in (tmp_path / "release.txt").read_text()
 
@@ -275,3 +276,35 @@ def test_kill_helpers_do_not_leak(tmp_path: Path) -> None:
     bench.end(proc, "sleeper")
     assert proc.returncode == -signal.SIGTERM
     assert os.path.exists(tmp_path / "x.log")
+
+
+H200_RUNS = Path(__file__).resolve().parent / "data" / "h200_capture"
+
+
+def _overhead4_output(name: str) -> list[str]:
+    """ncu's console output of one capture of the H200 run overhead4/ (bundle.tar.gz)."""
+    import tarfile
+
+    with tarfile.open(H200_RUNS / "overhead4" / "bundle.tar.gz") as tar:
+        member = tar.extractfile(f"bundle/ncu-profiles/{name}.ncu-output.txt")
+        assert member is not None
+        return member.read().decode().splitlines()
+
+
+@pytest.mark.parametrize(("name", "count", "first"), [
+    ("overhead_b1_basic", 1, "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"),   # -k regex:nvjet -c 1: `Profiling "K": ..`
+    ("overhead_b2_full", 1, "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_NNT"),
+    ("overhead_b3_unscoped", 50, "vectorized_layer_norm_kernel"),          # -c 50: `Profiling "K" - 0 (1/50): ..`
+])
+def test_every_profiled_line_of_a_real_h200_capture_counts(name: str, count: int, first: str) -> None:
+    # The H200 run that found this: the unscoped -c 50 capture profiled 50 kernels, the session counted 0 (its
+    # `- 0 (1/50):` lines did not match), so it waited out its 120 s timeout and called the capture failed.
+    events = [e for line in _overhead4_output(name) if (e := parse_line(line)) is not None]
+    done = [e for e in events if e.kind == "profiling"]
+    assert len(done) == count and done[0].name == first
+    assert not [e for e in events if e.kind == "profiling-started"]
+    assert parse_line('==PROF== Profiling "elementwise_kernel" - 49 (50/50): 0%....50%....100% - 10 passes') == \
+        type(done[0])("profiling", 'Profiling "elementwise_kernel" - 49 (50/50): 0%....50%....100% - 10 passes',
+                      0.0, name="elementwise_kernel")
+    cut = parse_line('==PROF== Profiling "elementwise_kernel" - 7 (8/50): 0%....50')
+    assert cut is not None and cut.kind == "profiling-started" and cut.name == "elementwise_kernel"

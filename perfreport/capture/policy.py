@@ -192,7 +192,7 @@ LAUNCH_COST = ("a process under ncu pays on every kernel launch outside the repl
                "from its first node-mode attach on (1.2-1.8 us while every attach was graph-mode; a later "
                "graph-mode attach does not bring it back; only a restart does). Measured: a transformers server "
                "(eager) served 0.18x its un-profiled tokens/s once launched under ncu; a CUDA-graph server 0.82-0.96x "
-               "before its first node-mode capture")
+               "before its first node-mode capture when released graph-mode, 0.07x released node-mode (the default)")
 
 
 def _launch_cost(s: CaptureSpec) -> list[Finding]:

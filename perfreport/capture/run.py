@@ -7,7 +7,7 @@ written on failure too: an empty or failed capture is evidence, diagnosed from n
 
 Attach mode (ncu 2025.3.1 facts, tests/data/h200_shared/README.md): an attach session stays connected after
 --launch-count kernels, so we wait for that many `==PROF== Profiling` lines, then SIGINT our own ncu (never the
-target), which writes the report and exits 130 while the target keeps serving.
+target), which writes the report and ends by that SIGINT (rc -2; 130 through a shell) while the target keeps serving.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ from perfreport.ids import check_id
 
 PROFILES_DIR = "ncu-profiles"  # = perfreport.bundle.PROFILES_DIR; bundle.py needs jsonschema, absent on GPU hosts
 MODES = ("launch-and-attach", "attach")
+# ncu's exit status of a good capture: 0 (it ended by itself), or ended by our SIGINT after the kernels: Popen's
+# -2 (the H200's ncu 2025.3.1 dies by the signal after writing the report) or 130 (the same seen through a shell).
+ENDED_OK = (0, 130, -2)
 Progress = Callable[[str], None]
 
 
@@ -124,7 +127,7 @@ def capture_run(
         cleanup.extend(cleanup_entry(s.step, s.argv, s.ok) for s in session.signals)
         report = _staged_report(session, staging, name)
         profiled = [e.name or "" for e in session.events if e.kind == "profiling"]
-        ok = report is not None and bool(profiled) and rc in (0, 130)
+        ok = report is not None and bool(profiled) and rc in ENDED_OK
         if report is not None:
             say(f"report: {report.name} ({report.stat().st_size:,} bytes)")
             _export(plan, report, staging, name, ncu, steps, say)

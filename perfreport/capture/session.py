@@ -2,7 +2,8 @@
 
 Facts from ncu 2025.3.1 on the H200 (tests/data/h200_shared/README.md) that shape this:
 - an attach session does not end after --launch-count kernels; it ends when the target exits or when the
-  attaching ncu gets SIGINT, which writes the report, leaves the target running and exits with code 130;
+  attaching ncu gets SIGINT, which writes the report, leaves the target running and ends by that signal
+  (Popen returncode -2; a shell shows 130: overhead4/capture_overhead.json.gz);
 - ncu prints one `==PROF== Profiling "NAME"...` line per profiled kernel, completed (`... - N passes`) when that
   kernel's replay is over, so counting completed lines counts profiled kernels.
 Signals go to our own ncu only: SIGINT to its pid, then SIGTERM to its pid, then SIGKILL to the process group we
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import IO, Any
 
 _TAG = re.compile(r"^==(PROF|WARNING|ERROR)== ?(.*)$")
-_PROFILING = re.compile(r'^Profiling "(?P<name>[^"]*)"(?: - (?P<index>\d+))?: ')
+# `Profiling "K": ...` with -c 1 and a filter; `Profiling "K" - 3 (4/50): ...` otherwise (the profile index, then
+# the count of the --launch-count; tests/data/h200_capture/overhead4/, graph_server_probe/micro_variants_*.log).
+_PROFILING = re.compile(r'^Profiling "(?P<name>[^"]*)"(?: - (?P<index>\d+)(?: \((?P<nth>\d+)/(?P<of>\d+)\))?)?: ')
 _CONNECTED = re.compile(r"^Connected to process (?P<pid>\d+)(?: \((?P<exe>.*)\))?")
 _DISCONNECTED = re.compile(r"^Disconnected from process (?P<pid>\d+)")
 _REPORT = re.compile(r"^Report: (?P<path>.+?)\s*$")
@@ -179,7 +182,7 @@ class NcuSession:
 
     # -- stopping ----------------------------------------------------------------------------------------------
     def interrupt(self) -> None:
-        """Send SIGINT to our ncu's process group (it writes the report, detaches and exits 130).
+        """Send SIGINT to our ncu's process group (it writes the report, detaches and ends by the signal: rc -2).
 
         The group, not the pid: /usr/local/cuda/bin/ncu is a shell script that runs the real ncu as its child
         without exec, and a SIGINT to the script alone never reaches ncu (on the H200 the release attach then
