@@ -308,3 +308,19 @@ def test_every_profiled_line_of_a_real_h200_capture_counts(name: str, count: int
                       0.0, name="elementwise_kernel")
     cut = parse_line('==PROF== Profiling "elementwise_kernel" - 7 (8/50): 0%....50')
     assert cut is not None and cut.kind == "profiling-started" and cut.name == "elementwise_kernel"
+
+
+def test_attach_capture_after_the_fix_ended_ok_on_the_h200() -> None:
+    """attach_count_device.sh: `capture run --mode attach --launch-count 3`, scoped and unscoped, on a process
+    replaying a CUDA graph; both ended by our SIGINT (rc -2) with 3 kernels, diagnosed ok, exit 0."""
+    run = H200_RUNS / "attach_count"
+    receipt = json.loads((run / "scoped_c3.receipt.json").read_text())
+    assert receipt["exit_status"] == -2 and receipt["kernels_profiled"] == 3
+    assert receipt["kernel_names"] == ["vectorized_elementwise_kernel"] * 3
+    assert [d["code"] for d in receipt["diagnosis"]] == ["ok"]
+    lines = (run / "scoped_c3.ncu-output.txt").read_text().splitlines()
+    assert sum(e.kind == "profiling" for line in lines if (e := parse_line(line))) == 3
+    log = (run / "attach_count.log").read_text()
+    for name in ("scoped_c3", "unscoped_c3"):
+        assert f"captured 3 kernel(s) into /tmp/acb/ncu-profiles: {name}-raw.csv" in log
+    assert log.count("profiled 3/3: vectorized_elementwise_kernel") == 2 and log.count("\nrc=0\n") == 3
