@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO, Any
 
 _TAG = re.compile(r"^==(PROF|WARNING|ERROR)== ?(.*)$")
-# `Profiling "K": ...` with -c 1 and a filter; `Profiling "K" - 3 (4/50): ...` otherwise (the profile index, then
-# the count of the --launch-count; tests/data/h200_capture/overhead4/, graph_server_probe/micro_variants_*.log).
+# `Profiling "K": ...` with a --kernel-name filter; `Profiling "K" - 3 (4/50): ...` without one (the profile index,
+# then the nth of --launch-count; tests/data/h200_capture/overhead4/, attach_count/, graph_server_probe/).
 _PROFILING = re.compile(r'^Profiling "(?P<name>[^"]*)"(?: - (?P<index>\d+)(?: \((?P<nth>\d+)/(?P<of>\d+)\))?)?: ')
 _CONNECTED = re.compile(r"^Connected to process (?P<pid>\d+)(?: \((?P<exe>.*)\))?")
 _DISCONNECTED = re.compile(r"^Disconnected from process (?P<pid>\d+)")
