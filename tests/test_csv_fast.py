@@ -323,6 +323,59 @@ def test_cr_or_nul_after_the_first_scanned_chunk_falls_back(tmp_path: Path, byte
     assert fast is not None and len(fast.launches) == len(strict(clean, NEEDED).launches)
 
 
+def _big_details(kernels: int) -> str:
+    """A multi-MB details page: the oracle's six full-set kernels repeated with fresh IDs (as bench_import)."""
+    header, *body = (DATA / "h200_oracle" / "oracle_full-details.csv").read_text().splitlines()
+    groups: dict[str, list[str]] = {}
+    for line in body:
+        groups.setdefault(line.split(",", 1)[0], []).append(line)
+    rows = [f'"{i}"' + line[line.index(","):] for i in range(kernels) for line in list(groups.values())[i % 6]]
+    return "\n".join([header, *rows]) + "\n"
+
+
+def test_big_details_page_is_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page of SPLIT_MIN or more is scanned as two halves cut after a newline: same Capture as the strict reader."""
+    import perfreport.ncu.csv_fast_details as fast_details
+
+    text = _big_details(300)
+    assert len(text) > fast_details.SPLIT_MIN
+    path = write(tmp_path, text, "big.csv")
+    sizes: list[int] = []
+    real_scan = fast_details.scan_fields
+
+    def spy(data, check=None):  # noqa: ANN001, ANN202
+        sizes.append(len(data))
+        return real_scan(data, check)
+
+    monkeypatch.setattr(fast_details, "scan_fields", spy)
+    fast = read_clean(path, NEEDED)
+    assert fast is not None and len(sizes) == 2 and sum(sizes) == len(text)
+    assert abs(sizes[0] - sizes[1]) < 20_000  # cut at the first newline after the middle
+    slow = strict(path, NEEDED)
+    assert len(fast.launches) == 300 and sum(len(la.rules) for la in fast.launches) > 300
+    assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("damage", ["non_ascii_name", "newline_in_field_at_cut", "unquoted_at_cut", "cr_at_end"])
+def test_big_details_page_damaged_near_the_cut_falls_back(tmp_path: Path, damage: str) -> None:
+    """What either half cannot prove (the cut inside a quoted field, a bad byte in the second half) goes strict."""
+    text = _big_details(300)
+    middle = text.index("\n", len(text) // 2)  # the newline the scan cuts after
+    if damage == "non_ascii_name":  # valid UTF-8, but not ASCII: the strict reader decodes it
+        at = text.rindex("nvjet_sm90")
+        text = text[:at] + "nvjét" + text[at + 5:]
+    elif damage == "newline_in_field_at_cut":  # that newline now sits inside the row's last quoted field
+        start = text.rindex('"', 0, middle)
+        text = text[:start] + '"x\n' + text[start + 1:]
+    elif damage == "unquoted_at_cut":  # the row after the cut starts without a quote
+        text = text[:middle + 1] + text[middle + 2:]
+    else:
+        text = text[:-1] + "\r\n"
+    path = write(tmp_path, text, f"{damage}.csv")
+    assert read_clean(path, NEEDED) is None
+    assert outcome(read_csv_export, path, NEEDED) == outcome(strict, path, NEEDED)
+
+
 def test_non_utf8_cell_falls_back(tmp_path: Path) -> None:
     header, units, row = lines_of("attn_basic-raw.csv")
     body = f"{header}\n{units}\n{row}\n".encode().replace(b"python", b"pyth\xffn", 1)

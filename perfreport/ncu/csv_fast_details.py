@@ -1,27 +1,28 @@
-"""Fast path for a clean details page (``--page details``, long): DuckDB splits it, numpy groups its rows.
+"""Fast path for a clean details page (``--page details``, long): the byte scan splits it, numpy groups its rows.
 
-DuckDB's ``read_csv`` (all columns VARCHAR, ``strict_mode``) splits the file on its threads while this thread
-reads, hashes and scans the same bytes (csv_scan); the DuckDB result is used only when the scan proves the file
-clean, so the split is csv.reader's. The rows come back as Arrow columns, never as 200,000 Python tuples:
-launches, sections and labels are numbered per distinct string, a label is mapped to its metric once per
-(section, label, CC), and only the rows whose metric derivation reads are converted. A launch whose rows are
-all plain numbers in known units, each metric once, gets its dicts filled in bulk; any other launch (text,
-missing or damaged values, unknown units, a metric given twice) goes row by row through `_Reader.value`, in file
-order, so warnings, merges and errors are the strict reader's. Returns None where the strict reader must decide.
+The page is mapped and scanned (csv_scan.scan_fields) as two halves on two cores; the scan proves the bytes have
+the form ncu writes (every field quoted, one record per line, ASCII, no CR or NUL) and, on the way, finds every
+field: in that form its fields are csv.reader's. The columns derivation needs are gathered from those positions
+as Arrow strings (`_Page`), never as 200,000 Python tuples: launches, sections and labels are numbered per
+distinct string, a label is mapped to its metric once per (section, label, CC), and only the values of the rows
+derivation reads are gathered and converted. A launch whose rows are all plain numbers in known units, each
+metric once, gets its dicts filled in bulk; any other launch (text, missing or damaged values, unknown units, a
+metric given twice) goes row by row through `_Reader.value`, in file order, so warnings, merges and errors are
+the strict reader's. Returns None where the strict reader must decide.
+
+Until 2026-12-04 DuckDB's ``read_csv`` split the page while this thread scanned it; the scan alone is faster
+than DuckDB's split (0.06 s on two cores against 0.15-0.2 s for 50 MB), so the split went (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import mmap
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,12 +30,10 @@ import pyarrow.compute as pc
 from perfreport.errors import InputError
 from perfreport.ncu.csv_common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, _parse_line
 from perfreport.ncu.csv_details import SECTION_DISPLAY_NAMES, _Reader, infer_details_set, metric_key
-from perfreport.ncu.csv_scan import scan_records
+from perfreport.ncu.csv_scan import Fields, scan_fields
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.units import decimals, half_ulp, parse_number, rescale, unit_scale
 
-DUCKDB_BUFFER = 4 << 20  # DuckDB's CSV buffer (default 32 MB): the same speed here, peak 116 -> 90 MB on 50 MB
-_GLOB = frozenset("*?[]{}")  # DuckDB expands these in a path: such a file is handed over as bytes
 _PLAIN, _SKIP, _SLOW = 0, 1, 2  # a value: converted in bulk; no value (the row is ignored); `_Reader.value` decides
 _Launches = list[tuple[KernelLaunch, dict[str, float]]]
 
@@ -50,80 +49,90 @@ class _Rows:
     labels: list[str]  # stripped, as the strict reader keys them
     unit: np.ndarray
     units: list[str]  # stripped
-    values: pa.Array
+    page: _Page  # the page, to gather the values of the rows that are kept
 
 
 def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: frozenset[str]) -> Capture | None:
     """Read a clean details page whose header line `first` was read from `fh`; None when not provably clean.
 
     `table` carries the header and its column roles; its digest and row lines are filled here. The file is
-    mapped, not copied: the hash, the scan and the launch lines read the page cache directly.
+    mapped, not copied: the scan, the column gather and the launch lines read the page cache directly.
     """
     header = table.header
     col = {name: i for i, name in enumerate(header)}
-    wanted = [c for c in ("ID", *LONG_COLUMNS, *RULE_COLUMNS) if c in col]
-    source = str(path.absolute())
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        split = None if _GLOB & set(source) else pool.submit(_split, source, len(header), col, wanted)
-        try:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if split is None:
-                    split = pool.submit(_split, io.BytesIO(data), len(header), col, wanted)
-                try:
-                    scanned = scan_records(data, _check_and_release(data))
-                except _NotClean:
-                    return None  # CRLF or binary: the strict reader handles (or rejects) it
-                if scanned is None:
-                    return None
-                counts, newlines = scanned
-                rows = counts[1:]
-                if counts[0] != len(header) or not len(rows):
-                    return None
-                if rows.min() <= col["Metric Value"] or rows.max() > len(header):
-                    return None  # a row cut before its value, or a row wider than the header
-                tab = split.result()
-                if tab.num_rows != len(rows):
-                    return None
-                digest = pool.submit(_sha256, fh.fileno(), len(data))  # on the idle core, beside the conversion
-                table.row_lines = list(range(2, len(counts) + 1))
-                capture = _capture(table, tab, fh.fileno(), newlines, only)
-                table.sha256 = capture.sha256 = digest.result()
-                return capture
-        except (duckdb.Error, OSError, ValueError):
-            return None  # ragged, not UTF-8, unreadable or not mappable: the strict reader reports or reads it
-        except (InputError, ArithmeticError):
-            return None  # a damaged cell or id: the strict reader reports it (or fails on it) its own way
+    wanted = {c: col[c] for c in ("ID", *LONG_COLUMNS, *RULE_COLUMNS) if c in col}
+    try:
+        with pa.memory_map(str(path), "r") as source, ThreadPoolExecutor(max_workers=1) as pool:
+            if source.size() != os.fstat(fh.fileno()).st_size:
+                return None  # not the file `fh` has open (replaced meanwhile)
+            data = source.read_buffer()
+            scanned = _scan_halves(data, pool)
+            if scanned is None:
+                return None  # CRLF, NUL, non-ASCII, or not in ncu's quoted form: the strict reader decides
+            counts, newlines, fields = scanned
+            rows = counts[1:]
+            if counts[0] != len(header) or not len(rows):
+                return None
+            if rows.min() <= col["Metric Value"] or rows.max() > len(header):
+                return None  # a row cut before its value, or a row wider than the header
+            page = _Page(data, fields, newlines[1:].astype(np.int64), wanted)
+            early = {c: pool.submit(page.column, c) for c in ("Section Name", "Metric Unit")}  # the idle core
+            digest = pool.submit(_sha256, fh.fileno(), data.size)  # next, beside the conversion
+            table.row_lines = list(range(2, len(counts) + 1))
+            capture = _capture(table, page, early, fh.fileno(), newlines, only)
+            table.sha256 = capture.sha256 = digest.result()
+            return capture
+    except (OSError, ValueError, pa.ArrowException):
+        return None  # empty, unreadable or not mappable: the strict reader reports or reads it
+    except (InputError, ArithmeticError):
+        return None  # a damaged cell or id: the strict reader reports it (or fails on it) its own way
 
 
-class _NotClean(Exception):
-    """A byte the strict reader must judge (``\\r``, NUL) was found in a chunk."""
+SPLIT_MIN = 4 << 20  # a page this size or larger is scanned as two halves, one per core
 
 
-def _check_and_release(data: mmap.mmap) -> Any:
-    """Per scanned chunk: refuse CR and NUL bytes, and drop the mapped pages two chunks behind the scan.
+def _scan_halves(data: pa.Buffer, pool: ThreadPoolExecutor) -> tuple[np.ndarray, np.ndarray, Fields] | None:
+    """`scan_fields` of the whole page, run as two halves split after a newline (numpy releases the GIL).
 
-    Read-only file pages come back from the page cache when touched again (the launches' first lines are), so
-    only the resident set shrinks: the whole mapped file no longer counts in the import's peak (VmHWM).
+    In ncu's form a newline always ends a record, so each half is a run of whole records and scans alone; a
+    newline inside a quoted field leaves a quote unpaired in the first half, which then does not scan (None),
+    as the whole file would not. Every chunk is also checked for bytes the strict reader must judge.
     """
-    page, released = mmap.PAGESIZE, 0
+    view = memoryview(data)  # pa.Buffer has the buffer protocol
+    size = len(view)
+    if size >= 1 << 31:
+        return None  # quote positions are int32 (scan_fields)
+    cut = _newline_after(view, size // 2) if size >= SPLIT_MIN else 0
+    if cut <= 0 or cut >= size:
+        return scan_fields(view, _ascii_only)
+    upper = pool.submit(scan_fields, view[cut:], _ascii_only)
+    lower = scan_fields(view[:cut], _ascii_only)
+    high = upper.result()
+    if lower is None or high is None:
+        return None
+    (c0, n0, f0), (c1, n1, f1) = lower, high
+    pairs = f0.opening.size
+    fields = Fields(np.concatenate((f0.first, f1.first + pairs)), np.concatenate((f0.quoted, f1.quoted)),
+                    np.concatenate((f0.opening, f1.opening + cut)), np.concatenate((f0.closing, f1.closing + cut)))
+    return np.concatenate((c0, c1)), np.concatenate((n0, n1 + cut)), fields
 
-    def on_chunk(start: int, end: int) -> None:
-        nonlocal released
-        if data.find(b"\r", start, end) >= 0 or data.find(b"\x00", start, end) >= 0:
-            raise _NotClean
-        behind = (start - 2 * (end - start)) // page * page
-        if behind > released:
-            data.madvise(mmap.MADV_DONTNEED, released, behind - released)
-            released = behind
 
-    return on_chunk
+def _newline_after(view: memoryview, at: int) -> int:
+    """Index just past the first newline at or after `at` (0 when there is none)."""
+    tail = np.frombuffer(view, dtype=np.uint8, offset=at)
+    hits = np.flatnonzero(tail[: 1 << 20] == 10)
+    return at + int(hits[0]) + 1 if hits.size else 0
+
+
+def _ascii_only(chunk: np.ndarray) -> bool:
+    """A chunk the fast path may read: no CR, no NUL, nothing above 127 (else the strict reader judges it)."""
+    return not (chunk.max(initial=0) > 127 or (chunk == 13).any() or (chunk == 0).any())
 
 
 def _sha256(fd: int, size: int) -> str:
     """SHA-256 of the first `size` bytes of `fd` (the mapped length), read with pread in 1 MiB pieces.
 
-    Runs on the pool's thread while this one converts the rows (hashlib and pread release the GIL), and reads
-    through the page cache, not the mapping, so the file's pages never count in the import's resident set.
+    Runs on the pool's thread while this one converts the rows (hashlib and pread release the GIL).
     """
     hasher, chunk = hashlib.sha256(), 1 << 20
     for start in range(0, size, chunk):
@@ -131,31 +140,60 @@ def _sha256(fd: int, size: int) -> str:
     return hasher.hexdigest()
 
 
-def _split(source: str | BinaryIO, width: int, col: dict[str, int], wanted: list[str]) -> pa.Table:
-    """The wanted columns of every data row as Arrow strings, a missing or unquoted empty field as ''."""
-    with duckdb.connect() as con:
-        rel = con.read_csv(source, header=True, sep=",", quotechar='"', escapechar='"', auto_detect=False,
-                           columns={f"c{i}": "VARCHAR" for i in range(width)}, strict_mode=True,
-                           null_padding=True, allow_quoted_nulls=False, compression="none",
-                           buffer_size=DUCKDB_BUFFER, max_line_size=DUCKDB_BUFFER)
-        return rel.select(", ".join(f"coalesce(c{col[c]}, '') AS \"{c}\"" for c in wanted)).to_arrow_table()
+@dataclass
+class _Page:
+    """A scanned page: gathers the fields of a column as Arrow strings without a Python string per cell.
+
+    A binary array over the mapped file whose values alternate between the field and the bytes up to the next
+    row's field (its offsets rise through the file), then a take of every other value, copies only the fields.
+    The page is ASCII (checked by the scan), so each field is valid UTF-8.
+    """
+
+    data: pa.Buffer
+    fields: Fields
+    line_end: np.ndarray  # per data row: where its newline is (a missing field is placed there, empty)
+    columns: dict[str, int]  # the wanted columns by name
+
+    def spans(self, name: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of field `name` in every data row, or in `rows` (data-row indexes, rising)."""
+        column, f = self.columns[name], self.fields
+        first, quoted = (f.first[1:], f.quoted[1:]) if rows is None else (f.first[rows + 1], f.quoted[rows + 1])
+        line_end = self.line_end if rows is None else self.line_end[rows]
+        present = quoted > column
+        pair = np.where(present, first + column, 0)
+        start = np.where(present, f.opening[pair].astype(np.int64) + 1, line_end)
+        return start, np.where(present, f.closing[pair], line_end)
+
+    def column(self, name: str, rows: np.ndarray | None = None) -> pa.Array:
+        """Field `name` of every data row (or of `rows`) as a large_string array; missing or empty as ''."""
+        start, end = self.spans(name, rows)
+        n = start.size
+        if not n:
+            return pa.array([], type=pa.large_string())
+        offsets = np.empty(2 * n + 1, dtype=np.int64)
+        offsets[0:-1:2], offsets[1:-1:2], offsets[-1] = start, end, end[-1]
+        spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(offsets), self.data])
+        return spans.take(pa.array(np.arange(0, 2 * n, 2))).view(pa.large_string())
+
+    def nonempty(self, name: str) -> np.ndarray:
+        """Per data row: whether field `name` holds any text."""
+        start, end = self.spans(name)
+        return end > start
 
 
-def _capture(table: CsvTable, tab: pa.Table, fd: int, newlines: np.ndarray, only: frozenset[str]) -> Capture:
+def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], fd: int, newlines: np.ndarray,
+             only: frozenset[str]) -> Capture:
     reader = _Reader(table, only)
-    launch_codes, _ = _encode(tab["ID"])
+    launch_codes, _ = _encode(page.column("ID"))
     launches = _launches(reader, fd, newlines, launch_codes)
-    section, sections = _encode(tab["Section Name"])
-    label, labels = _encode(tab["Metric Name"], strip=True)
-    unit, units = _encode(tab["Metric Unit"], strip=True)
-    rows = _Rows(launch_codes, section, sections, label, labels, unit, units, tab["Metric Value"].combine_chunks())
-    if "Rule Name" in tab.column_names:
-        is_rule = pc.not_equal(tab["Rule Name"], "").to_numpy()
-    else:
-        is_rule = np.zeros(tab.num_rows, dtype=bool)
+    label, labels = _encode(page.column("Metric Name"), strip=True)
+    section, sections = _encode(early["Section Name"].result())
+    unit, units = _encode(early["Metric Unit"].result(), strip=True)
+    rows = _Rows(launch_codes, section, sections, label, labels, unit, units, page)
+    is_rule = page.nonempty("Rule Name") if "Rule Name" in page.columns else np.zeros(launch_codes.size, bool)
     labeled = ~is_rule & np.array([bool(s) for s in labels], dtype=bool)[label]
     reader.sections = _sections(section, sections, is_rule, labeled)
-    _rules(launches, tab, rows, np.flatnonzero(is_rule))
+    _rules(launches, page, rows, np.flatnonzero(is_rule))
     kept, key_index, keys = _wanted_rows(rows, [la.cc for la, _ in launches], labeled, only)
     _values(reader, launches, rows, kept, key_index, keys)
     return Capture(
@@ -165,9 +203,9 @@ def _capture(table: CsvTable, tab: pa.Table, fd: int, newlines: np.ndarray, only
     )
 
 
-def _encode(column: pa.ChunkedArray, strip: bool = False) -> tuple[np.ndarray, list[str]]:
+def _encode(column: pa.Array, strip: bool = False) -> tuple[np.ndarray, list[str]]:
     """Number a column's distinct strings in order of first appearance; with `strip`, stripped strings."""
-    encoded = pc.dictionary_encode(column.combine_chunks())
+    encoded = pc.dictionary_encode(column)
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     names: list[str] = encoded.dictionary.to_pylist()
     if not strip:
@@ -206,19 +244,19 @@ def _sections(sec_codes: np.ndarray, sec_names: list[str], is_rule: np.ndarray, 
     return [names[i] for i in unique[np.argsort(first)].tolist() if names[i]]
 
 
-def _rules(launches: _Launches, tab: pa.Table, rows: _Rows, where: np.ndarray) -> None:
+def _rules(launches: _Launches, page: _Page, rows: _Rows, where: np.ndarray) -> None:
     """Append the rule rows to their launches in file order, built as `_Reader.row` builds them.
 
     Rules repeat across launches (same section, rule and text): one immutable Rule per distinct row, shared.
     """
     if not where.size:
         return
-    combined = np.zeros(where.size, dtype=np.int64)  # the row's codes in all six columns, as one number
-    columns: list[tuple[np.ndarray, list[str]]] = []
-    for c in ("Section Name", *RULE_COLUMNS):
-        if c in tab.column_names:  # encoding the whole column, then indexing, peaks lower than take()/filter()
-            codes, names = _encode(tab[c])  # of the rule rows first (+45 / +21 MB on a 50 MB page)
-            codes = codes[where]
+    section = rows.section[where]
+    combined = np.unique(section, return_inverse=True)[1].ravel()  # the row's codes in all six columns, as one
+    columns: list[tuple[np.ndarray, list[str]]] = [(section, rows.sections)]  # number, renumbered 0..n-1
+    for c in RULE_COLUMNS:
+        if c in page.columns:  # gathered for the rule rows only
+            codes, names = _encode(page.column(c, where))
         else:
             codes, names = np.zeros(where.size, dtype=np.int64), [""]
         columns.append((codes, names))
@@ -254,7 +292,7 @@ def _wanted_rows(rows: _Rows, launch_cc: list[str], labeled: np.ndarray, only: f
 def _values(reader: _Reader, launches: _Launches, rows: _Rows, kept: np.ndarray, key_index: np.ndarray,
             keys: list[str]) -> None:
     """Convert the kept rows: per distinct (unit, text) once; launches with only plain numbers in bulk."""
-    text_codes, texts = _encode(pa.chunked_array([rows.values.take(pa.array(kept, type=pa.int64()))]))
+    text_codes, texts = _encode(rows.page.column("Metric Value", kept))
     n_text = max(len(texts), 1)
     pair = rows.unit[kept] * n_text + text_codes
     distinct, pair_of = np.unique(pair, return_inverse=True)

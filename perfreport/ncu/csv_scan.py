@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Buffer = bytes | mmap.mmap  # the file as bytes, or mapped (csv_fast_details)
+Buffer = bytes | mmap.mmap | memoryview  # the file as bytes, or (part of) a mapped file (csv_fast_details)
+Check = Callable[[np.ndarray], bool]
 _QUOTE, _COMMA, _NL = 34, 44, 10
 _CHUNK = 1 << 20  # bytes scanned at a time: the temporary arrays stay near 10 MB (8 MB chunks peaked at +76 MB)
 
@@ -42,23 +43,23 @@ class Fields:
         return np.where(present, start, 0), length
 
 
-def scan_records(data: Buffer, on_chunk: Callable[[int, int], None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
+def scan_records(data: Buffer) -> tuple[np.ndarray, np.ndarray] | None:
     """Return (field count, position of the ending newline) of every line if `data` is in ncu's quoted CSV form.
 
-    None when it is not (see the module doc). `on_chunk(start, end)` is called once per scanned chunk, in order,
-    covering the whole file when the scan gets to its end (csv_fast_details hashes there and releases the
-    mapped pages behind the scan).
+    None when it is not (see the module doc).
     """
-    scanned = _scan(data, keep=False, on_chunk=on_chunk)
+    scanned = _scan(data, keep=False)
     return None if scanned is None else scanned[:2]
 
 
-def scan_fields(data: Buffer) -> tuple[np.ndarray, np.ndarray, Fields] | None:
-    """As `scan_records`, plus where each field is; None when `data` is not in ncu's form (or 2 GiB or more)."""
+def scan_fields(data: Buffer, check: Check | None = None) -> tuple[np.ndarray, np.ndarray, Fields] | None:
+    """As `scan_records`, plus where each field is; None when `data` is not in ncu's form (or 2 GiB or more).
+
+    `check(chunk)` sees every scanned chunk's bytes (a uint8 array); the scan gives None when it says False.
+    """
     if len(data) >= 1 << 31:
         return None
-    scanned = _scan(data, keep=True)
+    scanned = _scan(data, keep=True, check=check)
     if scanned is None:
         return None
     counts, newlines, fields = scanned
@@ -66,7 +67,7 @@ def scan_fields(data: Buffer) -> tuple[np.ndarray, np.ndarray, Fields] | None:
     return counts, newlines, fields
 
 
-def _scan(data: Buffer, keep: bool, on_chunk: Callable[[int, int], None] | None = None
+def _scan(data: Buffer, keep: bool, check: Check | None = None
           ) -> tuple[np.ndarray, np.ndarray, Fields | None] | None:
     """Quotes pair up in order (opening, closing); the bytes between a closing quote and the next opening one must
     be ``,`` (next field), ``\\n`` (next record) or ``,\\n`` (an unquoted empty last field, then the next record)."""
@@ -82,8 +83,8 @@ def _scan(data: Buffer, keep: bool, on_chunk: Callable[[int, int], None] | None 
     prev_close, pairs, lines = -1, 0, 0
     for start in range(0, n, _CHUNK):
         chunk = a[start:start + _CHUNK]
-        if on_chunk is not None:
-            on_chunk(start, start + chunk.size)
+        if check is not None and not check(chunk):
+            return None
         lines += int(np.count_nonzero(chunk == _NL))
         q = np.flatnonzero(chunk == _QUOTE) + start
         if pending is not None:
