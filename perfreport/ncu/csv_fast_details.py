@@ -76,10 +76,13 @@ def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: 
             if rows.min() <= col["Metric Value"] or rows.max() > len(header):
                 return None  # a row cut before its value, or a row wider than the header
             page = _Page(data, fields, newlines[1:].astype(np.int64), wanted)
+            is_rule = page.nonempty("Rule Name") if "Rule Name" in wanted else np.zeros(rows.size, dtype=bool)
+            rule_rows = np.flatnonzero(is_rule)
             early = {c: pool.submit(page.column, c) for c in ("Section Name", "Metric Unit")}  # the idle core
+            early.update({c: pool.submit(page.column, c, rule_rows) for c in RULE_COLUMNS if c in wanted})
             digest = pool.submit(_sha256, fh.fileno(), data.size)  # next, beside the conversion
             table.row_lines = list(range(2, len(counts) + 1))
-            capture = _capture(table, page, early, fh.fileno(), newlines, only)
+            capture = _capture(table, page, early, is_rule, fh.fileno(), newlines, only)
             table.sha256 = capture.sha256 = digest.result()
             return capture
     except (OSError, ValueError, pa.ArrowException):
@@ -181,8 +184,10 @@ class _Page:
         return end > start
 
 
-def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], fd: int, newlines: np.ndarray,
-             only: frozenset[str]) -> Capture:
+def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], is_rule: np.ndarray, fd: int,
+             newlines: np.ndarray, only: frozenset[str]) -> Capture:
+    """The Capture of a scanned page; `early` holds the columns gathered on the pool's thread (Section Name,
+    Metric Unit, and the rule columns of the rule rows, `is_rule`)."""
     reader = _Reader(table, only)
     launch_codes, _ = _encode(page.column("ID"))
     launches = _launches(reader, fd, newlines, launch_codes)
@@ -190,10 +195,9 @@ def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], f
     section, sections = _encode(early["Section Name"].result())
     unit, units = _encode(early["Metric Unit"].result(), strip=True)
     rows = _Rows(launch_codes, section, sections, label, labels, unit, units, page)
-    is_rule = page.nonempty("Rule Name") if "Rule Name" in page.columns else np.zeros(launch_codes.size, bool)
     labeled = ~is_rule & np.array([bool(s) for s in labels], dtype=bool)[label]
     reader.sections = _sections(section, sections, is_rule, labeled)
-    _rules(launches, page, rows, np.flatnonzero(is_rule))
+    _rules(launches, early, rows, np.flatnonzero(is_rule))
     kept, key_index, keys = _wanted_rows(rows, [la.cc for la, _ in launches], labeled, only)
     _values(reader, launches, rows, kept, key_index, keys)
     return Capture(
@@ -244,7 +248,7 @@ def _sections(sec_codes: np.ndarray, sec_names: list[str], is_rule: np.ndarray, 
     return [names[i] for i in unique[np.argsort(first)].tolist() if names[i]]
 
 
-def _rules(launches: _Launches, page: _Page, rows: _Rows, where: np.ndarray) -> None:
+def _rules(launches: _Launches, gathered: dict[str, Future[pa.Array]], rows: _Rows, where: np.ndarray) -> None:
     """Append the rule rows to their launches in file order, built as `_Reader.row` builds them.
 
     Rules repeat across launches (same section, rule and text): one immutable Rule per distinct row, shared.
@@ -255,8 +259,8 @@ def _rules(launches: _Launches, page: _Page, rows: _Rows, where: np.ndarray) -> 
     combined = np.unique(section, return_inverse=True)[1].ravel()  # the row's codes in all six columns, as one
     columns: list[tuple[np.ndarray, list[str]]] = [(section, rows.sections)]  # number, renumbered 0..n-1
     for c in RULE_COLUMNS:
-        if c in page.columns:  # gathered for the rule rows only
-            codes, names = _encode(page.column(c, where))
+        if c in gathered:  # gathered for the rule rows only
+            codes, names = _encode(gathered[c].result())
         else:
             codes, names = np.zeros(where.size, dtype=np.int64), [""]
         columns.append((codes, names))

@@ -14,11 +14,12 @@ def read_csv_export(path: Path, only: frozenset[str] | None = None) -> Capture:
     """Read one ncu CSV export (file or saved ncu stdout); raise InputError/EmptyCaptureError if unusable.
 
     `only`: raw metric names to convert (the importer passes what derivation reads); None converts every column.
-    With `only`, a clean export (see csv_fast) is split by pandas or DuckDB; anything irregular takes the strict reader.
+    With `only`, a clean export (see csv_fast) is split by pandas (raw) or the byte scan (details); anything
+    irregular takes the strict reader.
     """
     path = Path(path)
     if only is not None:
-        from perfreport.ncu.csv_fast import read_clean  # pandas/DuckDB import (~0.3 s) only when used
+        from perfreport.ncu.csv_fast import read_clean  # pandas import (~0.3 s) only when used
 
         capture = read_clean(path, only)
         if capture is not None:
