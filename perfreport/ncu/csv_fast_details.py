@@ -16,9 +16,11 @@ than DuckDB's split (0.06 s on two cores against 0.15-0.2 s for 50 MB), so the s
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -49,40 +51,27 @@ class _Rows:
     labels: list[str]  # stripped, as the strict reader keys them
     unit: np.ndarray
     units: list[str]  # stripped
-    page: _Page  # the page, to gather the values of the rows that are kept
+    values: pa.Array
 
 
 def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: frozenset[str]) -> Capture | None:
     """Read a clean details page whose header line `first` was read from `fh`; None when not provably clean.
 
     `table` carries the header and its column roles; its digest and row lines are filled here. The file is
-    mapped, not copied: the scan, the column gather and the launch lines read the page cache directly.
+    mapped, not copied, and only until the columns are gathered; the launch lines are read with pread.
     """
     header = table.header
     col = {name: i for i, name in enumerate(header)}
     wanted = {c: col[c] for c in ("ID", *LONG_COLUMNS, *RULE_COLUMNS) if c in col}
     try:
-        with pa.memory_map(str(path), "r") as source, ThreadPoolExecutor(max_workers=1) as pool:
-            if source.size() != os.fstat(fh.fileno()).st_size:
-                return None  # not the file `fh` has open (replaced meanwhile)
-            data = source.read_buffer()
-            scanned = _scan_halves(data, pool)
-            if scanned is None:
-                return None  # CRLF, NUL, non-ASCII, or not in ncu's quoted form: the strict reader decides
-            counts, newlines, fields = scanned
-            rows = counts[1:]
-            if counts[0] != len(header) or not len(rows):
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            gathered = _gather(path, fh.fileno(), header, wanted, pool)
+            if gathered is None:
                 return None
-            if rows.min() <= col["Metric Value"] or rows.max() > len(header):
-                return None  # a row cut before its value, or a row wider than the header
-            page = _Page(data, fields, newlines[1:].astype(np.int64), wanted)
-            is_rule = page.nonempty("Rule Name") if "Rule Name" in wanted else np.zeros(rows.size, dtype=bool)
-            rule_rows = np.flatnonzero(is_rule)
-            early = {c: pool.submit(page.column, c) for c in ("Section Name", "Metric Unit")}  # the idle core
-            early.update({c: pool.submit(page.column, c, rule_rows) for c in RULE_COLUMNS if c in wanted})
-            digest = pool.submit(_sha256, fh.fileno(), data.size)  # next, beside the conversion
+            counts, newlines, columns, is_rule = gathered
+            digest = pool.submit(_sha256, fh.fileno(), int(newlines[-1]) + 1)  # beside the conversion
             table.row_lines = list(range(2, len(counts) + 1))
-            capture = _capture(table, page, early, is_rule, fh.fileno(), newlines, only)
+            capture = _capture(table, columns, is_rule, fh.fileno(), newlines, only)
             table.sha256 = capture.sha256 = digest.result()
             return capture
     except (OSError, ValueError, pa.ArrowException):
@@ -91,10 +80,62 @@ def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: 
         return None  # a damaged cell or id: the strict reader reports it (or fails on it) its own way
 
 
+_Gathered = tuple[np.ndarray, np.ndarray, dict[str, pa.Array], np.ndarray]
+
+
+def _gather(path: Path, fd: int, header: list[str], wanted: dict[str, int], pool: ThreadPoolExecutor
+            ) -> _Gathered | None:
+    """Map and scan the page, gather the wanted columns, unmap: (field counts, newlines, columns, rule rows).
+
+    The columns are every data row's ID, section, label, unit and value, and the rule columns of the rule rows
+    (`is_rule`), half of them gathered on the pool's thread. None when the page is not provably clean.
+    """
+    with pa.memory_map(str(path), "r") as source:
+        if source.size() != os.fstat(fd).st_size:
+            return None  # not the file `fd` has open (replaced meanwhile)
+        page = _scan_halves(source.read_buffer(), pool, wanted)
+        _trim_heap()
+        if page is None:
+            return None  # CRLF, NUL, non-ASCII, or not in ncu's quoted form: the strict reader decides
+        counts, rows = page.counts, page.counts[1:]
+        if counts[0] != len(header) or not len(rows):
+            return None
+        if rows.min() <= wanted["Metric Value"] or rows.max() > len(header):
+            return None  # a row cut before its value, or a row wider than the header
+        is_rule = page.nonempty("Rule Name") if "Rule Name" in wanted else np.zeros(rows.size, dtype=bool)
+        rule_rows = np.flatnonzero(is_rule)
+        later = {c: pool.submit(page.column, c) for c in ("Section Name", "Metric Unit")}
+        later.update({c: pool.submit(page.column, c, rule_rows) for c in RULE_COLUMNS if c in wanted})
+        columns = {c: page.column(c) for c in ("ID", "Metric Name", "Metric Value")}
+        columns.update({c: f.result() for c, f in later.items()})
+        newlines = page.newlines
+        del page  # the quote positions and the mapped file go here: the conversion holds only the columns
+    return counts, newlines, columns, is_rule
+
+
 SPLIT_MIN = 4 << 20  # a page this size or larger is scanned as two halves, one per core
+# Arrow's default pool (mimalloc) commits ~33 MB at its first allocation; the few MB of columns here use malloc.
+ARROW_POOL = pa.system_memory_pool()
 
 
-def _scan_halves(data: pa.Buffer, pool: ThreadPoolExecutor) -> tuple[np.ndarray, np.ndarray, Fields] | None:
+def _trim_heap() -> None:
+    """Give the scan's freed temporaries back to the OS (glibc keeps ~30 MB of them otherwise); elsewhere a no-op.
+
+    The scan frees a 1 MB comparison array and its quote positions per chunk; glibc's adaptive mmap threshold
+    serves those from the heap after the first, and interleaved with the kept positions they stay resident.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
+def _indices(values: np.ndarray) -> pa.Array:
+    """An Arrow index array over `values` (int32 or int64), without a copy."""
+    kind = pa.int32() if values.dtype == np.int32 else pa.int64()
+    values = np.ascontiguousarray(values, dtype=np.int32 if kind == pa.int32() else np.int64)
+    return pa.Array.from_buffers(kind, values.size, [None, pa.py_buffer(values)])
+
+
+def _scan_halves(data: pa.Buffer, pool: ThreadPoolExecutor, wanted: dict[str, int]) -> _Page | None:
     """`scan_fields` of the whole page, run as two halves split after a newline (numpy releases the GIL).
 
     In ncu's form a newline always ends a record, so each half is a run of whole records and scans alone; a
@@ -107,17 +148,15 @@ def _scan_halves(data: pa.Buffer, pool: ThreadPoolExecutor) -> tuple[np.ndarray,
         return None  # quote positions are int32 (scan_fields)
     cut = _newline_after(view, size // 2) if size >= SPLIT_MIN else 0
     if cut <= 0 or cut >= size:
-        return scan_fields(view, _ascii_only)
+        whole = scan_fields(view, _ascii_only)
+        return None if whole is None else _Page(data, whole[0], whole[1], [(whole[2], 0)], wanted)
     upper = pool.submit(scan_fields, view[cut:], _ascii_only)
     lower = scan_fields(view[:cut], _ascii_only)
     high = upper.result()
     if lower is None or high is None:
         return None
     (c0, n0, f0), (c1, n1, f1) = lower, high
-    pairs = f0.opening.size
-    fields = Fields(np.concatenate((f0.first, f1.first + pairs)), np.concatenate((f0.quoted, f1.quoted)),
-                    np.concatenate((f0.opening, f1.opening + cut)), np.concatenate((f0.closing, f1.closing + cut)))
-    return np.concatenate((c0, c1)), np.concatenate((n0, n1 + cut)), fields
+    return _Page(data, np.concatenate((c0, c1)), np.concatenate((n0, n1 + cut)), [(f0, 0), (f1, cut)], wanted)
 
 
 def _newline_after(view: memoryview, at: int) -> int:
@@ -149,34 +188,61 @@ class _Page:
 
     A binary array over the mapped file whose values alternate between the field and the bytes up to the next
     row's field (its offsets rise through the file), then a take of every other value, copies only the fields.
-    The page is ASCII (checked by the scan), so each field is valid UTF-8.
+    The page is ASCII (checked by the scan), so each field is valid UTF-8. The scan's quote positions stay in
+    its parts (one per scanned half, with the half's first byte), never joined into one copy.
     """
 
     data: pa.Buffer
-    fields: Fields
-    line_end: np.ndarray  # per data row: where its newline is (a missing field is placed there, empty)
+    counts: np.ndarray  # per record (the header first): its fields
+    newlines: np.ndarray  # per record: where its newline is
+    parts: list[tuple[Fields, int]]
     columns: dict[str, int]  # the wanted columns by name
 
     def spans(self, name: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(start, end) of field `name` in every data row, or in `rows` (data-row indexes, rising)."""
-        column, f = self.columns[name], self.fields
-        first, quoted = (f.first[1:], f.quoted[1:]) if rows is None else (f.first[rows + 1], f.quoted[rows + 1])
-        line_end = self.line_end if rows is None else self.line_end[rows]
-        present = quoted > column
-        pair = np.where(present, first + column, 0)
-        start = np.where(present, f.opening[pair].astype(np.int64) + 1, line_end)
-        return start, np.where(present, f.closing[pair], line_end)
+        """(start, end) of field `name` in every data row, or in `rows` (data-row indexes, rising), as int32.
+
+        Slices of the parts' arrays, not copies, for all rows; results filled in place: a gather's temporaries
+        stay near 4 bytes per row and array.
+        """
+        column, n = self.columns[name], self.counts.size - 1 if rows is None else rows.size
+        start, end = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+        base = done = 0  # records before this part; rows filled so far
+        for f, offset in self.parts:
+            m = f.first.size
+            if rows is None:  # data row r is record r + 1: this part's data rows, skipping the header record
+                local: slice | np.ndarray = slice(1 if base == 0 else 0, m)
+                records: slice | np.ndarray = slice(base + (1 if base == 0 else 0), base + m)
+            else:
+                records = rows[(rows + 1 >= base) & (rows + 1 < base + m)] + 1
+                local = records - base
+            quoted, first = f.quoted[local], f.first[local]
+            k = quoted.size
+            missing = quoted <= column
+            pair = first + column
+            pair[missing] = 0
+            s, e = start[done:done + k], end[done:done + k]
+            np.take(f.opening, pair, out=s)
+            np.take(f.closing, pair, out=e)
+            s += 1 + offset
+            e += offset
+            line_end = self.newlines[records]  # a missing field: empty, at its row's newline
+            np.copyto(s, line_end, casting="unsafe", where=missing)
+            np.copyto(e, line_end, casting="unsafe", where=missing)
+            base, done = base + m, done + k
+        return start, end
 
     def column(self, name: str, rows: np.ndarray | None = None) -> pa.Array:
-        """Field `name` of every data row (or of `rows`) as a large_string array; missing or empty as ''."""
+        """Field `name` of every data row (or of `rows`) as a string array; missing or empty as ''."""
         start, end = self.spans(name, rows)
         n = start.size
         if not n:
-            return pa.array([], type=pa.large_string())
-        offsets = np.empty(2 * n + 1, dtype=np.int64)
+            return pa.array([], type=pa.string())
+        offsets = np.empty(2 * n + 1, dtype=np.int32)  # the page is under 2 GiB (_scan_halves)
         offsets[0:-1:2], offsets[1:-1:2], offsets[-1] = start, end, end[-1]
-        spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(offsets), self.data])
-        return spans.take(pa.array(np.arange(0, 2 * n, 2))).view(pa.large_string())
+        del start, end
+        spans = pa.BinaryArray.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets), self.data])
+        every_other = _indices(np.arange(0, 2 * n, 2, dtype=np.int32))
+        return pc.take(spans, every_other, memory_pool=ARROW_POOL).view(pa.string())
 
     def nonempty(self, name: str) -> np.ndarray:
         """Per data row: whether field `name` holds any text."""
@@ -184,20 +250,19 @@ class _Page:
         return end > start
 
 
-def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], is_rule: np.ndarray, fd: int,
-             newlines: np.ndarray, only: frozenset[str]) -> Capture:
-    """The Capture of a scanned page; `early` holds the columns gathered on the pool's thread (Section Name,
-    Metric Unit, and the rule columns of the rule rows, `is_rule`)."""
+def _capture(table: CsvTable, columns: dict[str, pa.Array], is_rule: np.ndarray, fd: int, newlines: np.ndarray,
+             only: frozenset[str]) -> Capture:
+    """The Capture of a gathered page: `columns` hold every row's fields, the rule columns the `is_rule` rows'."""
     reader = _Reader(table, only)
-    launch_codes, _ = _encode(page.column("ID"))
+    launch_codes, _ = _encode(columns["ID"])
     launches = _launches(reader, fd, newlines, launch_codes)
-    label, labels = _encode(page.column("Metric Name"), strip=True)
-    section, sections = _encode(early["Section Name"].result())
-    unit, units = _encode(early["Metric Unit"].result(), strip=True)
-    rows = _Rows(launch_codes, section, sections, label, labels, unit, units, page)
+    section, sections = _encode(columns["Section Name"])
+    label, labels = _encode(columns["Metric Name"], strip=True)
+    unit, units = _encode(columns["Metric Unit"], strip=True)
+    rows = _Rows(launch_codes, section, sections, label, labels, unit, units, columns["Metric Value"])
     labeled = ~is_rule & np.array([bool(s) for s in labels], dtype=bool)[label]
     reader.sections = _sections(section, sections, is_rule, labeled)
-    _rules(launches, early, rows, np.flatnonzero(is_rule))
+    _rules(launches, columns, rows, np.flatnonzero(is_rule))
     kept, key_index, keys = _wanted_rows(rows, [la.cc for la, _ in launches], labeled, only)
     _values(reader, launches, rows, kept, key_index, keys)
     return Capture(
@@ -209,7 +274,7 @@ def _capture(table: CsvTable, page: _Page, early: dict[str, Future[pa.Array]], i
 
 def _encode(column: pa.Array, strip: bool = False) -> tuple[np.ndarray, list[str]]:
     """Number a column's distinct strings in order of first appearance; with `strip`, stripped strings."""
-    encoded = pc.dictionary_encode(column)
+    encoded = pc.dictionary_encode(column, memory_pool=ARROW_POOL)
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     names: list[str] = encoded.dictionary.to_pylist()
     if not strip:
@@ -248,7 +313,7 @@ def _sections(sec_codes: np.ndarray, sec_names: list[str], is_rule: np.ndarray, 
     return [names[i] for i in unique[np.argsort(first)].tolist() if names[i]]
 
 
-def _rules(launches: _Launches, gathered: dict[str, Future[pa.Array]], rows: _Rows, where: np.ndarray) -> None:
+def _rules(launches: _Launches, gathered: dict[str, pa.Array], rows: _Rows, where: np.ndarray) -> None:
     """Append the rule rows to their launches in file order, built as `_Reader.row` builds them.
 
     Rules repeat across launches (same section, rule and text): one immutable Rule per distinct row, shared.
@@ -260,7 +325,7 @@ def _rules(launches: _Launches, gathered: dict[str, Future[pa.Array]], rows: _Ro
     columns: list[tuple[np.ndarray, list[str]]] = [(section, rows.sections)]  # number, renumbered 0..n-1
     for c in RULE_COLUMNS:
         if c in gathered:  # gathered for the rule rows only
-            codes, names = _encode(gathered[c].result())
+            codes, names = _encode(gathered[c])
         else:
             codes, names = np.zeros(where.size, dtype=np.int64), [""]
         columns.append((codes, names))
@@ -296,7 +361,7 @@ def _wanted_rows(rows: _Rows, launch_cc: list[str], labeled: np.ndarray, only: f
 def _values(reader: _Reader, launches: _Launches, rows: _Rows, kept: np.ndarray, key_index: np.ndarray,
             keys: list[str]) -> None:
     """Convert the kept rows: per distinct (unit, text) once; launches with only plain numbers in bulk."""
-    text_codes, texts = _encode(rows.page.column("Metric Value", kept))
+    text_codes, texts = _encode(pc.take(rows.values, _indices(kept), memory_pool=ARROW_POOL))
     n_text = max(len(texts), 1)
     pair = rows.unit[kept] * n_text + text_codes
     distinct, pair_of = np.unique(pair, return_inverse=True)

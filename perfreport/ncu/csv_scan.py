@@ -78,7 +78,8 @@ def _scan(data: Buffer, keep: bool, check: Check | None = None
     ends: list[np.ndarray] = []  # per chunk: index of the last field (quote pair) of each record
     trails: list[np.ndarray] = []  # per chunk: whether that record ends with an unquoted empty field
     newlines: list[np.ndarray] = []  # per chunk: where each record's newline is
-    quotes: list[np.ndarray] = []  # per chunk, with `keep`: the positions of its paired quotes
+    openings: list[np.ndarray] = []  # per chunk, with `keep`: its opening quotes, then its closing ones
+    closings: list[np.ndarray] = []
     pending: int | None = None  # an opening quote whose closing quote lies in a later chunk
     prev_close, pairs, lines = -1, 0, 0
     for start in range(0, n, _CHUNK):
@@ -94,9 +95,10 @@ def _scan(data: Buffer, keep: bool, check: Check | None = None
             pending, q = int(q[-1]), q[:-1]
         if not q.size:
             continue
-        if keep:
-            quotes.append(q.astype(np.int32))
         opening, closing = q[0::2], q[1::2]
+        if keep:
+            openings.append(opening.astype(np.int32))
+            closings.append(closing.astype(np.int32))
         if prev_close < 0:  # the file's first field (at byte 0: checked above)
             o, p, base = opening[1:], closing[:-1], 0
         else:
@@ -125,6 +127,14 @@ def _scan(data: Buffer, keep: bool, check: Check | None = None
     counts = np.diff(end, prepend=-1) + trail
     if not keep:
         return counts, np.concatenate(newlines), None
-    q = np.concatenate(quotes)
     first = np.concatenate(([0], end[:-1] + 1))
-    return counts, np.concatenate(newlines), Fields(first, counts - trail, q[0::2], q[1::2])
+    opening = _join(openings)  # one list at a time: the chunks and one joined array, never two of each
+    closing = _join(closings)
+    return counts, np.concatenate(newlines), Fields(first, counts - trail, opening, closing)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    """Concatenate `parts` and empty the list (so its chunks are freed as soon as the caller drops them)."""
+    joined = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    parts.clear()
+    return joined
