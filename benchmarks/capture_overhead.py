@@ -11,8 +11,18 @@ connecting + replays), attached (last profiled + settle -> SIGINT: attached, out
 Prints tokens/s and p50/p99 latency per window and their ratios to A (un-profiled) and to B's own
 launched-but-not-attached steady state; writes everything (records included) to --out.
 
+With --sister, the captures run on a sister replica instead, as `capture k8s --method sister` arranges it, and
+every window measures the production server, which is never under ncu:
+  P  the production server, un-profiled, loaded throughout (--concurrency clients).
+  S0 a sister (the same command on --port + 1) under `ncu --mode launch` on the same GPU, released, serving its
+     own light load (--sister-concurrency clients, the traffic that makes its kernels run).
+     S1 scoped basic, S2 scoped full, S3 unscoped basic: attach captures of the sister, as B1-B3.
+On one GPU the sister also takes GPU time from production (time-slicing), so this is the worst case of a
+sister on the production node; on its own GPU it shares only the host.
+
     python3 benchmarks/capture_overhead.py --ncu /usr/local/cuda/bin/ncu --out /tmp/capture_overhead.json
-    python3 benchmarks/capture_overhead.py --cpu-smoke        # CPU: echo engine + tests/data/fake_ncu (plumbing)
+    python3 benchmarks/capture_overhead.py --sister --engine llama-graph --out /tmp/capture_overhead_sister.json
+    python3 benchmarks/capture_overhead.py --cpu-smoke [--sister]   # CPU: echo engine + tests/data/fake_ncu (plumbing)
 """
 
 from __future__ import annotations
@@ -108,9 +118,10 @@ def _prefixed(label: str) -> Callable[[str], None]:
     return lambda msg: log(f"{label}: {msg}")
 
 
-def server_cmd(args: argparse.Namespace) -> list[str]:
-    """The serve_llama command line (the same in both phases)."""
-    cmd = [sys.executable, "-m", "perfreport.capture.serve_llama", "--host", "127.0.0.1", "--port", str(args.port),
+def server_cmd(args: argparse.Namespace, port: int | None = None) -> list[str]:
+    """The serve_llama command line (the same in both phases; a sister's differs only in its port)."""
+    port = args.port if port is None else port
+    cmd = [sys.executable, "-m", "perfreport.capture.serve_llama", "--host", "127.0.0.1", "--port", str(port),
            "--max-batch", str(args.max_batch), "--layers", str(args.layers), "--warm-prompt-len", str(args.prompt_len)]
     return [*cmd, "--engine", "echo" if args.cpu_smoke else args.engine]
 
@@ -211,7 +222,7 @@ def phase_a(args: argparse.Namespace, work: Path, url: str) -> tuple[WindowStats
         end(proc, "server A")
 
 
-def capture_specs(args: argparse.Namespace, command: list[str]) -> list[tuple[str, Any]]:
+def capture_specs(args: argparse.Namespace, command: list[str], prefix: str = "B") -> list[tuple[str, Any]]:
     """The three captures of phase B as (label, plan).
 
     B2 runs after B1 (basic before full). B3 is the capture the policy exists to prevent (unscoped, more launches
@@ -233,15 +244,93 @@ def capture_specs(args: argparse.Namespace, command: list[str]) -> list[tuple[st
         if f.level == "refuse":
             log(f"B3 overrides the policy on purpose (to measure it): {f.code}: {f.message}")
     b3 = Plan(b3.spec, [f for f in b3.findings if f.level != "refuse"])
-    return [("B1 scoped basic", build_plan(b1)), ("B2 scoped full", build_plan(b2)), ("B3 unscoped basic", b3)]
+    return [(f"{prefix}1 scoped basic", build_plan(b1)), (f"{prefix}2 scoped full", build_plan(b2)),
+            (f"{prefix}3 unscoped basic", b3)]
+
+
+def release(args: argparse.Namespace, work: Path, url: str, server_log: Path, proc: subprocess.Popen[bytes],
+            out: dict[str, Any], phase: str) -> None:
+    """Release the server waiting under `ncu --mode launch` (one empty attach) and wait until it answers."""
+    from perfreport.capture.release import release_launched
+
+    seen = wait_text(server_log, "Waiting for profiler to attach", args.ready_timeout, proc)
+    log(f"{phase}: {'saw' if seen else 'did not see'} the 'Waiting for profiler to attach' line")
+    t = time.time()
+    rel = release_launched(args.ncu, work / "release.ncu-output.txt", progress=log,
+                           graph_profiling=args.release_graph_profiling)
+    out["release"] = {"pid": rel.pid, "seconds": time.time() - t, "steps": [s.as_dict() for s in rel.steps],
+                      "cleanup": rel.cleanup}
+    out["ready_after_release_s"] = wait_healthy(url, args.ready_timeout, proc)
+    log(f"{phase}: server ready {out['ready_after_release_s']:.1f} s after the release")
+
+
+def run_captures(args: argparse.Namespace, plans: list[tuple[str, Any]], bundle: Path, gen: LoadGen,
+                 out: dict[str, Any]) -> None:
+    """Each plan as an attach capture; the windows around it measured on `gen`'s records (into out)."""
+    from perfreport.capture.run import CaptureRunError, capture_run
+    from perfreport.errors import PerfReportError
+
+    for label, plan in plans:
+        time.sleep(args.before)
+        entry: dict[str, Any] = {"label": label, "argv": plan.attach_argv(args.ncu)}
+        try:
+            res = capture_run(plan, bundle, "attach", ncu=args.ncu, nvidia_smi=args.nvidia_smi,
+                              progress=_prefixed(label), timeout_s=args.capture_timeout, linger_s=args.linger)
+        except CaptureRunError as exc:
+            res = exc.result
+            entry["error"] = exc.message
+        except PerfReportError as exc:
+            entry["error"] = exc.message
+            res = None
+        if res is not None:
+            entry.update(ok=res.ok, kernels_profiled=res.kernels_profiled, kernel_names=res.kernel_names,
+                         exit_status=res.exit_status, receipt=str(res.receipt_path), timeline=res.timeline,
+                         versions={k: res.receipt.get(k) for k in ("ncu_version", "gpu_name",
+                                                                   "driver_version", "cuda_version")})
+        time.sleep(args.after + 2 * args.settle)
+        if res is not None:
+            cuts = capture_windows(res.timeline, args.before, args.after, args.settle)
+            records = gen.snapshot()
+            entry["windows"] = {k: window_stats(records, a, b, f"{label}: {k}") for k, (a, b) in cuts.items()}
+        out["captures"].append(entry)
+
+
+def phase_sister(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: dict[str, Any]) -> WindowStats:
+    """Production un-profiled and loaded throughout; a released sister under ncu, captured three times.
+
+    Returns production's alone-window (P); out gets the sister-idle window (S0) and the captures, whose windows
+    are all cut from production's records.
+    """
+    sister_port = args.port + 1
+    sister_url = f"http://127.0.0.1:{sister_port}"
+    plans = capture_specs(args, server_cmd(args, sister_port), prefix="S")
+    launch = plans[0][1].launch_argv(args.ncu)
+    prod = sister = gen = sister_gen = None
+    out.update(launch_argv=launch, captures=[], sister_port=sister_port)
+    try:
+        prod = start(server_cmd(args), work / "server_production.log")
+        log(f"production: ready after {wait_healthy(url, args.ready_timeout, prod):.1f} s")
+        gen = loaded(args, url)
+        alone = steady(gen, args.duration, args.settle, "P production alone")
+        server_log = work / "server_sister.log"
+        sister = start(launch, server_log)
+        release(args, work, sister_url, server_log, sister, out, "sister")
+        sister_gen = LoadGen(sister_url, args.sister_concurrency, args.prompt_len, args.max_new_tokens,
+                             request_timeout_s=args.request_timeout).start()
+        out["launched_steady"] = steady(gen, args.duration, args.settle, "S0 beside the released sister")
+        run_captures(args, plans, bundle, gen, out)
+        return alone
+    finally:
+        if sister_gen is not None:
+            out["sister_records"] = sister_gen.stop(join_timeout_s=args.request_timeout + 5)
+        if gen is not None:
+            out["records"] = gen.stop(join_timeout_s=args.request_timeout + 5)
+        end(sister, "sister (under ncu --mode launch)")
+        end(prod, "production server")
 
 
 def phase_b(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: dict[str, Any]) -> None:
     """Launched server, released, loaded; three attach captures with windows around each (results into out)."""
-    from perfreport.capture.release import release_launched
-    from perfreport.capture.run import CaptureRunError, capture_run
-    from perfreport.errors import PerfReportError
-
     command = server_cmd(args)
     plans = capture_specs(args, command)
     launch = plans[0][1].launch_argv(args.ncu)
@@ -250,42 +339,11 @@ def phase_b(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: d
     try:
         server_log = work / "server_b.log"
         proc = start(launch, server_log)
-        seen = wait_text(server_log, "Waiting for profiler to attach", args.ready_timeout, proc)
-        log(f"phase B: {'saw' if seen else 'did not see'} the 'Waiting for profiler to attach' line")
-        t = time.time()
-        rel = release_launched(args.ncu, work / "release.ncu-output.txt", progress=log,
-                               graph_profiling=args.release_graph_profiling)
-        out["release"] = {"pid": rel.pid, "seconds": time.time() - t, "steps": [s.as_dict() for s in rel.steps],
-                          "cleanup": rel.cleanup}
-        out["ready_after_release_s"] = wait_healthy(url, args.ready_timeout, proc)
-        log(f"phase B: server ready {out['ready_after_release_s']:.1f} s after the release")
+        release(args, work, url, server_log, proc, out, "phase B")
         gen = loaded(args, url)
         base_b = steady(gen, args.duration, args.settle, "B0 launched, not attached")
         out["launched_steady"] = base_b
-        for label, plan in plans:
-            time.sleep(args.before)
-            entry: dict[str, Any] = {"label": label, "argv": plan.attach_argv(args.ncu)}
-            try:
-                res = capture_run(plan, bundle, "attach", ncu=args.ncu, nvidia_smi=args.nvidia_smi,
-                                  progress=_prefixed(label), timeout_s=args.capture_timeout,
-                                  linger_s=args.linger)
-            except CaptureRunError as exc:
-                res = exc.result
-                entry["error"] = exc.message
-            except PerfReportError as exc:
-                entry["error"] = exc.message
-                res = None
-            if res is not None:
-                entry.update(ok=res.ok, kernels_profiled=res.kernels_profiled, kernel_names=res.kernel_names,
-                             exit_status=res.exit_status, receipt=str(res.receipt_path), timeline=res.timeline,
-                             versions={k: res.receipt.get(k) for k in ("ncu_version", "gpu_name",
-                                                                       "driver_version", "cuda_version")})
-            time.sleep(args.after + 2 * args.settle)
-            if res is not None:
-                cuts = capture_windows(res.timeline, args.before, args.after, args.settle)
-                records = gen.snapshot()
-                entry["windows"] = {k: window_stats(records, a, b, f"{label}: {k}") for k, (a, b) in cuts.items()}
-            out["captures"].append(entry)
+        run_captures(args, plans, bundle, gen, out)
     finally:
         if gen is not None:
             out["records"] = gen.stop(join_timeout_s=args.request_timeout + 5)
@@ -319,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for the server")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--skip-phase-a", action="store_true", help="no un-profiled phase (ratios vs B0 only)")
+    p.add_argument("--sister", action="store_true",
+                   help="capture a sister replica (--port + 1) and measure the un-profiled production server")
+    p.add_argument("--sister-concurrency", type=int, default=1, help="--sister: the sister's clients (default 1)")
     p.add_argument("--work", help="folder for logs and the capture bundle (default: a new temp folder)")
     p.add_argument("--out", help="write the JSON result here")
     p.add_argument("--cpu-smoke", action="store_true", help="echo engine + fake ncu, short windows (no GPU)")
@@ -338,32 +399,43 @@ def main(argv: list[str] | None = None) -> int:
     base_a = None
     b: dict[str, Any] = {}
     try:
-        if not args.skip_phase_a:
-            base_a, records_a = phase_a(args, work, url)
-            result["records_a"] = records_json(records_a)
-        phase_b(args, work, url, bundle, b)
+        if args.sister:
+            base_a = phase_sister(args, work, url, bundle, b)
+        else:
+            if not args.skip_phase_a:
+                base_a, records_a = phase_a(args, work, url)
+                result["records_a"] = records_json(records_a)
+            phase_b(args, work, url, bundle, b)
     except Exception as exc:  # a benchmark reports what it has
         result["error"] = f"{type(exc).__name__}: {exc}"
         log(f"failed: {result['error']}")
     base_b = b.get("launched_steady")
     windows: dict[str, WindowStats] = {}
     if base_a:
-        windows["A un-profiled"] = base_a
+        windows[base_a.name] = base_a
     if base_b:
-        windows["B0 launched, not attached"] = base_b
+        windows[base_b.name] = base_b
     for entry in b.get("captures", []):
         windows.update({w.name: w for w in entry.get("windows", {}).values()})
     rows = ratio_rows(windows, base_a, base_b)
     print(format_table(rows))
     result["rows"] = rows
-    result["target"] = verdict(rows, "B1 scoped basic: attached")
-    result["phase_b"] = {k: v for k, v in b.items() if k not in ("launched_steady", "records")}
+    first = "S1 scoped basic" if args.sister else "B1 scoped basic"
+    result["target"] = verdict(rows, f"{first}: attached")
+    if args.sister:
+        result["target_during_captures"] = [verdict(rows, f"S{i} {kind}: capture")
+                                            for i, kind in ((1, "scoped basic"), (2, "scoped full"),
+                                                            (3, "unscoped basic"))]
+        result["sister_records"] = records_json(b.get("sister_records", []))
+    result["phase_b"] = {k: v for k, v in b.items() if k not in ("launched_steady", "records", "sister_records")}
     for entry in result["phase_b"].get("captures", []):
         entry["windows"] = {k: w.as_dict() for k, w in entry.get("windows", {}).items()}
     result["records_b"] = records_json(b.get("records", []))
     result["wall_s"] = time.time() - t_start
     print(f"target (default plan, attached outside replays, within {TARGET:.0%} of un-profiled): "
           f"{json.dumps(result['target'])}")
+    for v in result.get("target_during_captures", []):
+        print(f"  production during the sister's capture: {json.dumps(v)}")
     print(f"wall {result['wall_s']:.0f} s; logs and bundle in {work}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")

@@ -264,6 +264,50 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_port_pair() -> int:
+    """A port P with P + 1 free too (the sister's)."""
+    for _ in range(50):
+        port = _free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port pair")
+
+
+def test_sister_mode_measures_production_while_the_sister_is_captured(tmp_path: Path) -> None:
+    """--sister on CPU (echo engine, fake ncu): production is never under ncu, every capture attaches to the sister,
+    and every window is cut from production's records."""
+    bench = _bench()
+    port, out = _free_port_pair(), tmp_path / "sister.json"
+    rc = bench.main(["--cpu-smoke", "--sister", "--port", str(port), "--duration", "1", "--before", "0.3",
+                     "--linger", "0.5", "--after", "0.3", "--settle", "0.2", "--work", str(tmp_path / "w"),
+                     "--out", str(out)])
+    assert rc == 0
+    got = json.loads(out.read_text())
+    launch = got["phase_b"]["launch_argv"]
+    assert launch[1:3] == ["--mode", "launch"] and launch[launch.index("--port") + 1] == str(port + 1)
+    assert got["phase_b"]["sister_port"] == port + 1
+    prod_log = (tmp_path / "w" / "server_production.log").read_text()
+    assert "Waiting for profiler" not in prod_log  # production ran without ncu
+    assert "Waiting for profiler" in (tmp_path / "w" / "server_sister.log").read_text()
+    caps = got["phase_b"]["captures"]
+    assert [c["label"] for c in caps] == ["S1 scoped basic", "S2 scoped full", "S3 unscoped basic"]
+    assert [(c["ok"], c["kernels_profiled"]) for c in caps] == [(True, 1), (True, 1), (True, 50)]
+    assert all(c["argv"][1:3] == ["--mode", "attach"] for c in caps)
+    windows = [r["window"] for r in got["rows"]]
+    assert windows[:2] == ["P production alone", "S0 beside the released sister"]
+    assert {f"S{i} {k}: capture" for i, k in ((1, "scoped basic"), (2, "scoped full"), (3, "unscoped basic"))} \
+        <= set(windows)
+    assert got["target"]["window"] == "S1 scoped basic: attached" and got["target"]["met"] is not None
+    assert [v["window"] for v in got["target_during_captures"]] == [
+        "S1 scoped basic: capture", "S2 scoped full: capture", "S3 unscoped basic: capture"]
+    assert got["records_b"] and got["sister_records"]  # both loads ran; production's are the windows' source
+    assert {r["window"]: r["completed"] for r in got["rows"]}["P production alone"] > 0
+
+
 def test_fake_ncu_launch_mode_runs_the_command(tmp_path: Path, fake_ncu: Path) -> None:
     out = subprocess.run([NCU, "--mode", "launch", "--target-processes", "all", "--", sys.executable, "-c",
                           "print('target ran')"], capture_output=True, text=True, timeout=30)
