@@ -264,24 +264,48 @@ def release(args: argparse.Namespace, work: Path, url: str, server_log: Path, pr
     log(f"{phase}: server ready {out['ready_after_release_s']:.1f} s after the release")
 
 
+def driven_progress(label: str, driver: LoadGen | None) -> Callable[[str], None]:
+    """The capture's progress printer; it also halts `driver` once the last requested kernel was profiled."""
+    say = _prefixed(label)
+
+    def progress(msg: str) -> None:
+        say(msg)
+        if driver is not None and msg.startswith("profiled "):
+            seen, _, total = msg.split(" ", 2)[1].rstrip(":").partition("/")
+            if seen == total:
+                driver.halt()
+                say("the kernels are profiled: the sister's load stops")
+
+    return progress
+
+
 def run_captures(args: argparse.Namespace, plans: list[tuple[str, Any]], bundle: Path, gen: LoadGen,
-                 out: dict[str, Any]) -> None:
-    """Each plan as an attach capture; the windows around it measured on `gen`'s records (into out)."""
+                 out: dict[str, Any], drive: Callable[[], LoadGen] | None = None) -> None:
+    """Each plan as an attach capture; the windows around it measured on `gen`'s records (into out).
+
+    `drive` (the sister flow) starts the load that makes the target's kernels run, at the attach; it is halted when
+    the last kernel was profiled, so the attached and after windows see an idle target.
+    """
     from perfreport.capture.run import CaptureRunError, capture_run
     from perfreport.errors import PerfReportError
 
     for label, plan in plans:
         time.sleep(args.before)
         entry: dict[str, Any] = {"label": label, "argv": plan.attach_argv(args.ncu)}
+        driver = drive() if drive is not None else None
         try:
             res = capture_run(plan, bundle, "attach", ncu=args.ncu, nvidia_smi=args.nvidia_smi,
-                              progress=_prefixed(label), timeout_s=args.capture_timeout, linger_s=args.linger)
+                              progress=driven_progress(label, driver), timeout_s=args.capture_timeout,
+                              linger_s=args.linger)
         except CaptureRunError as exc:
             res = exc.result
             entry["error"] = exc.message
         except PerfReportError as exc:
             entry["error"] = exc.message
             res = None
+        finally:
+            if driver is not None:
+                entry["driver_requests"] = len(driver.stop(join_timeout_s=args.request_timeout + 5))
         if res is not None:
             entry.update(ok=res.ok, kernels_profiled=res.kernels_profiled, kernel_names=res.kernel_names,
                          exit_status=res.exit_status, receipt=str(res.receipt_path), timeline=res.timeline,
@@ -298,27 +322,51 @@ def run_captures(args: argparse.Namespace, plans: list[tuple[str, Any]], bundle:
 def phase_sister(args: argparse.Namespace, work: Path, url: str, bundle: Path, out: dict[str, Any]) -> WindowStats:
     """Production un-profiled and loaded throughout; a released sister under ncu, captured three times.
 
-    Returns production's alone-window (P); out gets the sister-idle window (S0) and the captures, whose windows
-    are all cut from production's records.
+    Returns production's alone-window (P); out gets the other steady windows and the captures, whose windows are
+    all cut from production's records. With --sister-load capture (the default) the sister serves only while a
+    capture waits for its kernels, as the sister flow drives it; with `always` it serves throughout.
     """
     sister_port = args.port + 1
     sister_url = f"http://127.0.0.1:{sister_port}"
     plans = capture_specs(args, server_cmd(args, sister_port), prefix="S")
     launch = plans[0][1].launch_argv(args.ncu)
     prod = sister = gen = sister_gen = None
-    out.update(launch_argv=launch, captures=[], sister_port=sister_port)
+    out.update(launch_argv=launch, captures=[], sister_port=sister_port, steady=[])
+
+    def sister_load() -> LoadGen:
+        return LoadGen(sister_url, args.sister_concurrency, args.prompt_len, args.max_new_tokens,
+                       request_timeout_s=args.request_timeout).start()
+
+    clients = f"{args.sister_concurrency} client{'s' if args.sister_concurrency != 1 else ''}"
     try:
         prod = start(server_cmd(args), work / "server_production.log")
         log(f"production: ready after {wait_healthy(url, args.ready_timeout, prod):.1f} s")
         gen = loaded(args, url)
         alone = steady(gen, args.duration, args.settle, "P production alone")
+        if args.sister_control:  # the same second replica without ncu: what sharing the GPU costs by itself
+            plain = start(server_cmd(args, sister_port), work / "server_plain_replica.log")
+            try:
+                wait_healthy(sister_url, args.ready_timeout, plain)
+                plain_gen = sister_load()
+                out["steady"].append(steady(gen, args.duration, args.settle,
+                                            f"C beside a plain replica serving {clients}"))
+                plain_gen.stop(join_timeout_s=args.request_timeout + 5)
+            finally:
+                end(plain, "plain replica")
         server_log = work / "server_sister.log"
         sister = start(launch, server_log)
         release(args, work, sister_url, server_log, sister, out, "sister")
-        sister_gen = LoadGen(sister_url, args.sister_concurrency, args.prompt_len, args.max_new_tokens,
-                             request_timeout_s=args.request_timeout).start()
-        out["launched_steady"] = steady(gen, args.duration, args.settle, "S0 beside the released sister")
-        run_captures(args, plans, bundle, gen, out)
+        out["launched_steady"] = steady(gen, args.duration, args.settle, "S0 beside the released sister, idle")
+        out["steady"].append(out["launched_steady"])
+        sister_gen = sister_load()
+        out["steady"].append(steady(gen, args.duration, args.settle,
+                                    f"S0 beside the released sister serving {clients}"))
+        if args.sister_load == "capture":
+            out["sister_records"] = sister_gen.stop(join_timeout_s=args.request_timeout + 5)
+            sister_gen = None
+            run_captures(args, plans, bundle, gen, out, drive=sister_load)
+        else:
+            run_captures(args, plans, bundle, gen, out)
         return alone
     finally:
         if sister_gen is not None:
@@ -380,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sister", action="store_true",
                    help="capture a sister replica (--port + 1) and measure the un-profiled production server")
     p.add_argument("--sister-concurrency", type=int, default=1, help="--sister: the sister's clients (default 1)")
+    p.add_argument("--sister-load", choices=("capture", "always"), default="capture",
+                   help="--sister: drive the sister only while a capture waits for its kernels (default), or always")
+    p.add_argument("--sister-control", action="store_true",
+                   help="--sister: first measure production beside the same replica without ncu (GPU sharing)")
     p.add_argument("--work", help="folder for logs and the capture bundle (default: a new temp folder)")
     p.add_argument("--out", help="write the JSON result here")
     p.add_argument("--cpu-smoke", action="store_true", help="echo engine + fake ncu, short windows (no GPU)")
@@ -413,7 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     windows: dict[str, WindowStats] = {}
     if base_a:
         windows[base_a.name] = base_a
-    if base_b:
+    if b.get("steady"):  # --sister: its steady windows in the order they ran, the idle-sister one among them
+        windows.update({w.name: w for w in b["steady"]})
+    elif base_b:
         windows[base_b.name] = base_b
     for entry in b.get("captures", []):
         windows.update({w.name: w for w in entry.get("windows", {}).values()})
@@ -427,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
                                             for i, kind in ((1, "scoped basic"), (2, "scoped full"),
                                                             (3, "unscoped basic"))]
         result["sister_records"] = records_json(b.get("sister_records", []))
-    result["phase_b"] = {k: v for k, v in b.items() if k not in ("launched_steady", "records", "sister_records")}
+    result["phase_b"] = {k: v for k, v in b.items()
+                         if k not in ("launched_steady", "records", "sister_records", "steady")}
     for entry in result["phase_b"].get("captures", []):
         entry["windows"] = {k: w.as_dict() for k, w in entry.get("windows", {}).items()}
     result["records_b"] = records_json(b.get("records", []))

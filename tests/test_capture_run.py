@@ -282,7 +282,8 @@ def test_sister_mode_measures_production_while_the_sister_is_captured(tmp_path: 
     and every window is cut from production's records."""
     bench = _bench()
     port, out = _free_port_pair(), tmp_path / "sister.json"
-    rc = bench.main(["--cpu-smoke", "--sister", "--port", str(port), "--duration", "1", "--before", "0.3",
+    rc = bench.main(["--cpu-smoke", "--sister", "--sister-control", "--port", str(port), "--duration", "1",
+                     "--before", "0.3",
                      "--linger", "0.5", "--after", "0.3", "--settle", "0.2", "--work", str(tmp_path / "w"),
                      "--out", str(out)])
     assert rc == 0
@@ -298,7 +299,10 @@ def test_sister_mode_measures_production_while_the_sister_is_captured(tmp_path: 
     assert [(c["ok"], c["kernels_profiled"]) for c in caps] == [(True, 1), (True, 1), (True, 50)]
     assert all(c["argv"][1:3] == ["--mode", "attach"] for c in caps)
     windows = [r["window"] for r in got["rows"]]
-    assert windows[:2] == ["P production alone", "S0 beside the released sister"]
+    assert windows[:4] == ["P production alone", "C beside a plain replica serving 1 client",
+                           "S0 beside the released sister, idle", "S0 beside the released sister serving 1 client"]
+    assert "Waiting for profiler" not in (tmp_path / "w" / "server_plain_replica.log").read_text()
+    assert all(c["driver_requests"] > 0 for c in caps)  # the sister was driven during each capture only
     assert {f"S{i} {k}: capture" for i, k in ((1, "scoped basic"), (2, "scoped full"), (3, "unscoped basic"))} \
         <= set(windows)
     assert got["target"]["window"] == "S1 scoped basic: attached" and got["target"]["met"] is not None

@@ -138,6 +138,10 @@ class LoadGen:
             self._threads.append(t)
         return self
 
+    def halt(self) -> None:
+        """Ask the workers to stop after their request in flight, without waiting (safe from any thread)."""
+        self._stop.set()
+
     def stop(self, join_timeout_s: float | None = None) -> list[Record]:
         """Ask workers to stop after their request in flight; return the records so far, sorted by start."""
         self._stop.set()
