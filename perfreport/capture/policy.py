@@ -196,8 +196,8 @@ LAUNCH_COST = ("a process under ncu pays on every kernel launch outside the repl
 
 
 SISTER_MEASURED = ("Measured with a sister: production, never under ncu, served within 2% of its rate beside an idle "
-                   "sister outside the windows of its scoped captures, and 0.91-0.92x during them while it was driven on "
-                   "the same GPU (its own GPU shares only the host)")
+                   "sister outside the windows of its scoped captures, and 0.91-0.92x during them while it was "
+                   "driven on the same GPU (its own GPU shares only the host)")
 
 
 def _launch_cost(s: CaptureSpec) -> list[Finding]:
