@@ -287,9 +287,10 @@ def capture_release_cmd(ncu: str, hostname: str, port: int | None, log_path: Pat
 def _k8s_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by `capture k8s plan` and `capture k8s run` (plus the spec flags)."""
     opts = [
-        click.option("--method", type=click.Choice(["sister", "debug"]), required=True,
-                     help="sister: a one-replica copy outside the Service; debug: an ephemeral container in a pod "
-                          "whose server runs under `ncu --mode launch`."),
+        click.option("--method", type=click.Choice(["sister", "debug"]), default="sister", show_default=True,
+                     help="sister: a one-replica copy outside the Service, production never under ncu (measured on "
+                          "the H200: production within 2% outside the captures, docs/capture.md); debug: an "
+                          "ephemeral container in a pod whose server already runs under `ncu --mode launch`."),
         click.option("--name", "target_name", required=True,
                      help="Deployment (sister) or pod (debug) name. Example: --name vllm-llama-8b"),
         click.option("--namespace", "-n", "namespace", default="default", show_default=True, help="Namespace."),

@@ -425,6 +425,23 @@ def test_cli_k8s_plan_writes_the_manifest_and_prints_the_argv(tmp_path: Path) ->
     assert refused.exit_code == 3 and "launch-count" in refused.output
 
 
+def test_cli_k8s_method_defaults_to_the_sister(tmp_path: Path) -> None:
+    """Without --method the plan is the sister (production never under ncu); --help says why."""
+    from click.testing import CliRunner
+
+    from perfreport.cli import cli
+
+    res = CliRunner().invoke(cli, ["capture", "k8s", "plan", "--name", "vllm-llama-8b", "-n", "inference",
+                                   "--container", "vllm", "--capture-id", "cap1", "--ncu-image", "img",
+                                   "--from-json", str(K8S), "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL,
+                                   "--kernel-name", "regex:nvjet"])
+    assert res.exit_code == 0, res.output
+    assert "verdict: OK (sister, namespace inference)" in res.output
+    assert json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())["method"] == "sister"
+    helped = CliRunner().invoke(cli, ["capture", "k8s", "plan", "--help"])
+    assert "[default: sister]" in helped.output and "within 2%" in helped.output
+
+
 def test_cli_k8s_run_dry_run_runs_nothing_and_a_run_captures(fake: Path, tmp_path: Path) -> None:
     dry = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), "--dry-run")
     assert dry.exit_code == 0, dry.output
