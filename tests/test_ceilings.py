@@ -131,6 +131,30 @@ def test_empirical_values_match_the_recorded_h200_measurement(ceilings: Ceilings
     assert measured["gpu"] == "NVIDIA H200"
 
 
+def test_bf16_burst_and_sustained_ceilings_are_what_the_h200_probe_measured(ceilings: Ceilings) -> None:
+    """gemm_probe/: 8192^3 bf16 after idle reaches the burst value; back to back it settles at the sustained one
+    while nvidia-smi shows the 700 W cap (throttle 0x4) and the SM clock under 1,600 MHz."""
+    import csv
+    import json
+    import statistics
+    from pathlib import Path
+
+    probe = Path(__file__).parent / "data/h200_oracle/gemm_probe"
+    lines = (probe / "gemm_ceiling_probe.jsonl").read_text().splitlines()
+    shapes = {tuple(d["shape"]): d for d in map(json.loads, lines)}
+    big = shapes[(8192, 8192, 8192)]
+    assert ceilings.value("h200_sm90.empirical.bf16_gemm_burst_tflops") == max(big["first_after_idle_tflops"])
+    sustained = statistics.median(big["sustained_slices_tflops"])
+    assert abs(sustained - ceilings.value("h200_sm90.empirical.bf16_gemm_tflops")) / sustained < 0.01
+    assert min(big["sustained_slices_tflops"]) > 665 and max(big["sustained_slices_tflops"]) < 685
+    rows = list(csv.reader((probe / "nvidia-smi.csv").read_text().splitlines(), skipinitialspace=True))
+    loaded = [(int(r[1].split()[0]), r[4]) for r in rows if float(r[2].split()[0]) > 500]
+    assert len(loaded) > 100 and all(reason.endswith("4") for _, reason in loaded)
+    assert statistics.median(clock for clock, _ in loaded) < 1600
+    assert max(int(r[1].split()[0]) for r in rows) == 1980
+    assert "700 W" in ceilings.entry("h200_sm90.empirical.bf16_gemm_burst_tflops")["method"]
+
+
 def test_empirical_null_value_is_refused(tmp_path: Path) -> None:
     override = tmp_path / "o.yaml"
     override.write_text(
