@@ -432,6 +432,21 @@ _SMALL = {name: (H200 / name).read_bytes() for name in ("attn_basic-raw.csv", "a
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(sorted(_SMALL)), st.data())
 def test_fuzz_damaged_real_files_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
+    _damaged_same_as_strict(tmp_path, name, data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_fuzz_damaged_details_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    data: st.DataObject) -> None:
+    """The same damage with every details page cut in two halves (SPLIT_MIN 1): the cut lands anywhere."""
+    import perfreport.ncu.csv_fast_details as fast_details
+
+    monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)
+    _damaged_same_as_strict(tmp_path, "attn_basic-details.csv", data)
+
+
+def _damaged_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
     blob = bytearray(_SMALL[name])
     ends = [i + 1 for i, b in enumerate(blob) if b == ord("\n")]
     cut = data.draw(st.one_of(st.just(len(blob)), st.sampled_from(ends), st.integers(len(blob) // 2, len(blob))))
@@ -463,6 +478,20 @@ token = st.one_of(
 @given(st.sampled_from(sorted(_TABLES)), st.data())
 def test_fuzz_cells_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
     """Odd cells in a clean export (units, values, labels, ids, CC): the fast path converts them as the strict does."""
+    _cells_same_as_strict(tmp_path, name, data)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_fuzz_details_cells_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  data: st.DataObject) -> None:
+    import perfreport.ncu.csv_fast_details as fast_details
+
+    monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)
+    _cells_same_as_strict(tmp_path, "gemm_full-details.csv", data)
+
+
+def _cells_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
     rows = [list(r) for r in _TABLES[name]]
     header = rows[0]
     if "Metric Name" in header:
