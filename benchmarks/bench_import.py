@@ -184,6 +184,23 @@ def main() -> int:
               f"{t_bare:.3f} s; the .ncu-rep import = {t_rep / t_bare:.2f}x of it")
         out["rep_vs_csv_same_kernels"] = {"rep_seconds": t_rep, "csv_seconds": t_csv, "ratio": t_rep / t_csv,
                                           "bare_ncu_report_seconds": t_bare, "rep_over_bare": t_rep / t_bare}
+        # the same at more kernels: 150 launches captured with --set basic (tests/data/h200_oracle/many/)
+        many = ORACLE / "many"
+        rep_n, csv_n = work / "many_basic.ncu-rep", work / "many_basic-raw.csv"
+        rep_n.write_bytes(gzip.decompress((many / "many_basic.ncu-rep.gz").read_bytes()))
+        csv_n.write_bytes(gzip.decompress((many / "many_basic-raw.csv.gz").read_bytes()))
+        n = sum(1 for _ in csv_n.open()) - 2
+        res_n = {"perfreport-rep": measure("perfreport", rep_n, work, args.repeat),
+                 "perfreport-csv": measure("perfreport", csv_n, work, args.repeat),
+                 "ncu_report": measure("ncu_report", rep_n, work, args.repeat)}
+        r_rep, r_csv, r_bare = (res_n[k]["seconds"] for k in ("perfreport-rep", "perfreport-csv", "ncu_report"))
+        print(f"same {n} kernels ({rep_n.stat().st_size / 1e6:.1f} MB .ncu-rep, basic set): .ncu-rep import "
+              f"{r_rep:.3f} s, raw CSV import {r_csv:.3f} s, rep/csv = {r_rep / r_csv:.2f}x; per kernel "
+              f"{r_rep / n * 1e3:.2f} ms (rep) vs {r_csv / n * 1e3:.2f} ms (csv); bare ncu_report read {r_bare:.3f} s, "
+              f"the import = {r_rep / r_bare:.2f}x of it")
+        out["rep_vs_csv_many_kernels"] = {"kernels": n, "rep_seconds": r_rep, "csv_seconds": r_csv,
+                                          "ratio": r_rep / r_csv, "bare_ncu_report_seconds": r_bare,
+                                          "rep_over_bare": r_rep / r_bare}
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     return 0

@@ -32,6 +32,7 @@ PAIRS = [
     ("h200_shared/attn_basic.ncu-rep.gz", "h200_shared/attn_basic-details.csv"),
     ("../../campaigns/h200-decoder-layer/captures/prefill/layer_basic.ncu-rep.gz",
      "h200_campaign/prefill_layer_basic-raw.csv"),
+    ("h200_oracle/many/many_basic.ncu-rep.gz", "h200_oracle/many/many_basic-raw.csv.gz"),  # 150 launches
 ]
 # Fields derived from several counters: relative tolerance for 2-decimal details exports vs full precision.
 DERIVED = ("duration_ns", "dram_bytes", "l2_bytes", "arithmetic_intensity", "achieved_tflops", "sol_pct",
@@ -81,3 +82,18 @@ def test_derived_fields_agree_and_unsupported_ones_are_null(rep_name: str, csv_n
             assert c["flops"] is None and c["arithmetic_intensity"] is None and c["ai_measured"] is False
         else:
             assert c["ai_measured"] == r["ai_measured"] and c["bound"] == r["bound"]
+
+
+def test_a_gzipped_csv_imports_by_name_like_the_plain_one(tmp_path: Path) -> None:
+    """read_export takes NAME-raw.csv.gz (the strict reader decompresses it): the Capture of the plain file."""
+    import gzip
+
+    from perfreport.ncu.read import read_export
+
+    gz = DATA / "h200_oracle/many/many_basic-raw.csv.gz"
+    plain = tmp_path / "many_basic-raw.csv"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    a, b = read_export(gz), read_export(plain)
+    assert len(a.launches) == len(b.launches) == 150
+    assert [la.metrics for la in a.launches] == [la.metrics for la in b.launches]
+    assert a.source_format == b.source_format and a.sha256 != b.sha256  # the file's own bytes

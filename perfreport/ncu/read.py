@@ -9,7 +9,7 @@ from perfreport.errors import InputError
 from perfreport.ncu.model import Capture
 
 REP_SUFFIXES = (".ncu-rep", ".ncu-rep.gz", ".ncu-repz")
-CSV_SUFFIXES = (".csv", ".log", ".txt")
+CSV_SUFFIXES = (".csv", ".log", ".txt", ".csv.gz", ".log.gz", ".txt.gz")  # gzip: the strict reader
 
 
 Progress = Callable[[str], None]
