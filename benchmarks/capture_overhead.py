@@ -442,9 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     bundle = work / "bundle"
     url = f"http://127.0.0.1:{args.port}"
-    if port_busy(url):
-        print(f"error: something already answers on {url}; stop it or pass --port", file=sys.stderr)
-        return 2
+    for busy in [url] + ([f"http://127.0.0.1:{args.port + 1}"] if args.sister else []):
+        if port_busy(busy):
+            print(f"error: something already answers on {busy}; stop it or pass --port (--sister uses --port and "
+                  f"--port + 1)", file=sys.stderr)
+            return 2
     t_start = time.time()
     result: dict[str, Any] = {"schema_version": "capture_overhead/1", "command": shlex.join([sys.executable,
                               *sys.argv]), "config": vars(args), "work": str(work)}

@@ -277,6 +277,25 @@ def _free_port_pair() -> int:
     raise AssertionError("no free port pair")
 
 
+def test_sister_mode_refuses_a_busy_sister_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import http.server
+    import threading
+
+    bench = _bench()
+    port = _free_port_pair()
+    srv = http.server.HTTPServer(("127.0.0.1", port + 1), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        rc = bench.main(["--cpu-smoke", "--sister", "--port", str(port), "--work", str(tmp_path / "w")])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"something already answers on http://127.0.0.1:{port + 1}" in err and "--port + 1" in err
+    assert not (tmp_path / "w" / "server_production.log").exists()  # nothing was started
+
+
 def test_sister_mode_measures_production_while_the_sister_is_captured(tmp_path: Path) -> None:
     """--sister on CPU (echo engine, fake ncu): production is never under ncu, every capture attaches to the sister,
     and every window is cut from production's records."""
