@@ -197,7 +197,7 @@ LAUNCH_COST = ("a process under ncu pays on every kernel launch outside the repl
 
 SISTER_MEASURED = ("Measured with a sister: production, never under ncu, served within 2% of its rate beside an idle "
                    "sister outside the windows of its scoped captures, and 0.91-0.92x during them while it was "
-                   "driven on the same GPU (its own GPU shares only the host)")
+                   "driven on the same GPU (on a GPU of its own it shares only the host; not measured)")
 
 
 def _launch_cost(s: CaptureSpec) -> list[Finding]:
