@@ -429,21 +429,21 @@ def test_scan_examples() -> None:
 _SMALL = {name: (H200 / name).read_bytes() for name in ("attn_basic-raw.csv", "attn_basic-details.csv")}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("halves", [False, True], ids=["as_is", "details_in_two_halves"])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(sorted(_SMALL)), st.data())
-def test_fuzz_damaged_real_files_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
+def test_fuzz_damaged_real_files_same_as_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, halves: bool,
+                                                name: str, data: st.DataObject) -> None:
+    """With `halves`, every details page is cut in two halves (SPLIT_MIN 1): the cut lands anywhere."""
+    _split_every_page(monkeypatch, halves)
     _damaged_same_as_strict(tmp_path, name, data)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.data())
-def test_fuzz_damaged_details_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    data: st.DataObject) -> None:
-    """The same damage with every details page cut in two halves (SPLIT_MIN 1): the cut lands anywhere."""
+def _split_every_page(monkeypatch: pytest.MonkeyPatch, halves: bool) -> None:
     import perfreport.ncu.csv_fast_details as fast_details
 
-    monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)
-    _damaged_same_as_strict(tmp_path, "attn_basic-details.csv", data)
+    if halves:
+        monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)
 
 
 def _damaged_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
@@ -474,21 +474,14 @@ token = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("halves", [False, True], ids=["as_is", "details_in_two_halves"])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(sorted(_TABLES)), st.data())
-def test_fuzz_cells_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
+def test_fuzz_cells_same_as_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, halves: bool, name: str,
+                                   data: st.DataObject) -> None:
     """Odd cells in a clean export (units, values, labels, ids, CC): the fast path converts them as the strict does."""
+    _split_every_page(monkeypatch, halves)
     _cells_same_as_strict(tmp_path, name, data)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.data())
-def test_fuzz_details_cells_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  data: st.DataObject) -> None:
-    import perfreport.ncu.csv_fast_details as fast_details
-
-    monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)
-    _cells_same_as_strict(tmp_path, "gemm_full-details.csv", data)
 
 
 def _cells_same_as_strict(tmp_path: Path, name: str, data: st.DataObject) -> None:
