@@ -69,7 +69,7 @@ def read_details(path: Path, fh: BinaryIO, first: bytes, table: CsvTable, only: 
             if gathered is None:
                 return None
             counts, newlines, columns, is_rule = gathered
-            digest = pool.submit(_sha256, fh.fileno(), int(newlines[-1]) + 1)  # beside the conversion
+            digest = pool.submit(_sha256, fh.fileno(), os.fstat(fh.fileno()).st_size)  # beside the conversion
             table.row_lines = list(range(2, len(counts) + 1))
             capture = _capture(table, columns, is_rule, fh.fileno(), newlines, only)
             table.sha256 = capture.sha256 = digest.result()
@@ -129,10 +129,9 @@ def _trim_heap() -> None:
 
 
 def _indices(values: np.ndarray) -> pa.Array:
-    """An Arrow index array over `values` (int32 or int64), without a copy."""
-    kind = pa.int32() if values.dtype == np.int32 else pa.int64()
-    values = np.ascontiguousarray(values, dtype=np.int32 if kind == pa.int32() else np.int64)
-    return pa.Array.from_buffers(kind, values.size, [None, pa.py_buffer(values)])
+    """An Arrow index array over the integer array `values`, without a copy."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), values.size, [None, pa.py_buffer(values)])
 
 
 def _scan_halves(data: pa.Buffer, pool: ThreadPoolExecutor, wanted: dict[str, int]) -> _Page | None:
@@ -172,7 +171,7 @@ def _ascii_only(chunk: np.ndarray) -> bool:
 
 
 def _sha256(fd: int, size: int) -> str:
-    """SHA-256 of the first `size` bytes of `fd` (the mapped length), read with pread in 1 MiB pieces.
+    """SHA-256 of the first `size` bytes of `fd` (the open file's length), read with pread in 1 MiB pieces.
 
     Runs on the pool's thread while this one converts the rows (hashlib and pread release the GIL).
     """
@@ -199,37 +198,28 @@ class _Page:
     columns: dict[str, int]  # the wanted columns by name
 
     def spans(self, name: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(start, end) of field `name` in every data row, or in `rows` (data-row indexes, rising), as int32.
-
-        Slices of the parts' arrays, not copies, for all rows; results filled in place: a gather's temporaries
-        stay near 4 bytes per row and array.
-        """
-        column, n = self.columns[name], self.counts.size - 1 if rows is None else rows.size
-        start, end = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
-        base = done = 0  # records before this part; rows filled so far
+        """(start, end) of field `name` in every data row, or in `rows` (data-row indexes, rising), as int32."""
+        column = self.columns[name]
+        starts, ends, base = [], [], 0  # base: the records before this part
         for f, offset in self.parts:
             m = f.first.size
             if rows is None:  # data row r is record r + 1: this part's data rows, skipping the header record
-                local: slice | np.ndarray = slice(1 if base == 0 else 0, m)
-                records: slice | np.ndarray = slice(base + (1 if base == 0 else 0), base + m)
+                skip = 1 if base == 0 else 0
+                local: slice | np.ndarray = slice(skip, m)
+                records: slice | np.ndarray = slice(base + skip, base + m)
             else:
                 records = rows[(rows + 1 >= base) & (rows + 1 < base + m)] + 1
                 local = records - base
-            quoted, first = f.quoted[local], f.first[local]
-            k = quoted.size
-            missing = quoted <= column
-            pair = first + column
-            pair[missing] = 0
-            s, e = start[done:done + k], end[done:done + k]
-            np.take(f.opening, pair, out=s)
-            np.take(f.closing, pair, out=e)
-            s += 1 + offset
-            e += offset
+            start, end, missing = f.spans(column, local)
+            start += offset
+            end += offset
             line_end = self.newlines[records]  # a missing field: empty, at its row's newline
-            np.copyto(s, line_end, casting="unsafe", where=missing)
-            np.copyto(e, line_end, casting="unsafe", where=missing)
-            base, done = base + m, done + k
-        return start, end
+            np.copyto(start, line_end, casting="unsafe", where=missing)
+            np.copyto(end, line_end, casting="unsafe", where=missing)
+            starts.append(start)
+            ends.append(end)
+            base += m
+        return np.concatenate(starts), np.concatenate(ends)
 
     def column(self, name: str, rows: np.ndarray | None = None) -> pa.Array:
         """Field `name` of every data row (or of `rows`) as a string array; missing or empty as ''."""
@@ -321,8 +311,9 @@ def _rules(launches: _Launches, gathered: dict[str, pa.Array], rows: _Rows, wher
     if not where.size:
         return
     section = rows.section[where]
-    combined = np.unique(section, return_inverse=True)[1].ravel()  # the row's codes in all six columns, as one
-    columns: list[tuple[np.ndarray, list[str]]] = [(section, rows.sections)]  # number, renumbered 0..n-1
+    # the row's codes in all six columns as one number, renumbered 0..n-1 after each column
+    combined = np.unique(section, return_inverse=True)[1].ravel()
+    columns: list[tuple[np.ndarray, list[str]]] = [(section, rows.sections)]
     for c in RULE_COLUMNS:
         if c in gathered:  # gathered for the rule rows only
             codes, names = _encode(gathered[c])
