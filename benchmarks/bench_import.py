@@ -152,6 +152,30 @@ def report(title: str, path: Path, results: dict[str, dict[str, float]], baselin
     return {"file_mb": mb, "results": rows}
 
 
+def _plain(path: Path, work: Path) -> Path:
+    """`path` itself, or its gunzipped copy in `work` (an import reads what ncu writes, not our fixtures' gzip)."""
+    if path.suffix != ".gz":
+        return path
+    out = work / path.name[: -len(".gz")]
+    out.write_bytes(gzip.decompress(path.read_bytes()))
+    return out
+
+
+def rep_vs_csv(rep_gz: Path, csv_path: Path, section_set: str, work: Path, repeat: int) -> dict[str, float]:
+    """Whole .ncu-rep import vs whole raw-CSV import of the same kernels, and vs a bare ncu_report read."""
+    rep, csv = _plain(rep_gz, work), _plain(csv_path, work)
+    n = sum(1 for _ in csv.open()) - 2  # header and units rows
+    t_rep, t_csv, t_bare = (measure(kind, path, work, repeat)["seconds"]
+                            for kind, path in (("perfreport", rep), ("perfreport", csv), ("ncu_report", rep)))
+    print(f"\nsame {n} kernels ({rep.stat().st_size / 1e6:.1f} MB .ncu-rep, {section_set} set): .ncu-rep import "
+          f"{t_rep:.3f} s, raw CSV import {t_csv:.3f} s, rep/csv = {t_rep / t_csv:.2f}x; per kernel "
+          f"{t_rep / n * 1e3:.2f} ms (rep) vs {t_csv / n * 1e3:.2f} ms (csv)")
+    print(f"  bare ncu_report read of that report (load, decode every action, read every metric value): "
+          f"{t_bare:.3f} s; the .ncu-rep import = {t_rep / t_bare:.2f}x of it")
+    return {"kernels": n, "rep_seconds": t_rep, "csv_seconds": t_csv, "ratio": t_rep / t_csv,
+            "bare_ncu_report_seconds": t_bare, "rep_over_bare": t_rep / t_bare}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=2016)
@@ -169,38 +193,13 @@ def main() -> int:
         for title, path in (("raw page (wide)", raw), ("details page (long)", details)):
             res = {k: measure(k, path, work, args.repeat) for k in [*bare, "perfreport"]}
             out[title] = report(title, path, res, bare)
-        # .ncu-rep vs raw CSV of the same 6 oracle kernels (whole import each); the report as ncu writes it
-        rep, csv6 = work / "oracle_full.ncu-rep", ORACLE / "oracle_full-raw.csv"
-        rep.write_bytes(gzip.decompress((ORACLE / "oracle_full.ncu-rep.gz").read_bytes()))
-        res = {"perfreport-rep": measure("perfreport", rep, work, args.repeat),
-               "perfreport-csv": measure("perfreport", csv6, work, args.repeat),
-               "ncu_report": measure("ncu_report", rep, work, args.repeat)}
-        t_rep, t_csv = res["perfreport-rep"]["seconds"], res["perfreport-csv"]["seconds"]
-        t_bare = res["ncu_report"]["seconds"]
-        print(f"\nsame 6 kernels ({rep.stat().st_size / 1e6:.1f} MB .ncu-rep, full set): .ncu-rep import "
-              f"{t_rep:.3f} s, raw CSV import {t_csv:.3f} s, rep/csv = {t_rep / t_csv:.2f}x; per kernel "
-              f"{t_rep / 6 * 1e3:.1f} ms (rep) vs {t_csv / 6 * 1e3:.1f} ms (csv)")
-        print(f"  bare ncu_report read of that report (load, decode every action, read every metric value): "
-              f"{t_bare:.3f} s; the .ncu-rep import = {t_rep / t_bare:.2f}x of it")
-        out["rep_vs_csv_same_kernels"] = {"rep_seconds": t_rep, "csv_seconds": t_csv, "ratio": t_rep / t_csv,
-                                          "bare_ncu_report_seconds": t_bare, "rep_over_bare": t_rep / t_bare}
-        # the same at more kernels: 150 launches captured with --set basic (tests/data/h200_oracle/many/)
-        many = ORACLE / "many"
-        rep_n, csv_n = work / "many_basic.ncu-rep", work / "many_basic-raw.csv"
-        rep_n.write_bytes(gzip.decompress((many / "many_basic.ncu-rep.gz").read_bytes()))
-        csv_n.write_bytes(gzip.decompress((many / "many_basic-raw.csv.gz").read_bytes()))
-        n = sum(1 for _ in csv_n.open()) - 2
-        res_n = {"perfreport-rep": measure("perfreport", rep_n, work, args.repeat),
-                 "perfreport-csv": measure("perfreport", csv_n, work, args.repeat),
-                 "ncu_report": measure("ncu_report", rep_n, work, args.repeat)}
-        r_rep, r_csv, r_bare = (res_n[k]["seconds"] for k in ("perfreport-rep", "perfreport-csv", "ncu_report"))
-        print(f"same {n} kernels ({rep_n.stat().st_size / 1e6:.1f} MB .ncu-rep, basic set): .ncu-rep import "
-              f"{r_rep:.3f} s, raw CSV import {r_csv:.3f} s, rep/csv = {r_rep / r_csv:.2f}x; per kernel "
-              f"{r_rep / n * 1e3:.2f} ms (rep) vs {r_csv / n * 1e3:.2f} ms (csv); bare ncu_report read {r_bare:.3f} s, "
-              f"the import = {r_rep / r_bare:.2f}x of it")
-        out["rep_vs_csv_many_kernels"] = {"kernels": n, "rep_seconds": r_rep, "csv_seconds": r_csv,
-                                          "ratio": r_rep / r_csv, "bare_ncu_report_seconds": r_bare,
-                                          "rep_over_bare": r_rep / r_bare}
+        # .ncu-rep vs raw CSV of the same kernels (whole import each), the report as ncu writes it: the 6 oracle
+        # kernels (full set), then 150 launches captured with --set basic (tests/data/h200_oracle/many/)
+        out["rep_vs_csv_same_kernels"] = rep_vs_csv(ORACLE / "oracle_full.ncu-rep.gz", ORACLE / "oracle_full-raw.csv",
+                                                    "full", work, args.repeat)
+        out["rep_vs_csv_many_kernels"] = rep_vs_csv(ORACLE / "many" / "many_basic.ncu-rep.gz",
+                                                    ORACLE / "many" / "many_basic-raw.csv.gz", "basic", work,
+                                                    args.repeat)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     return 0

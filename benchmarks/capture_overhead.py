@@ -244,8 +244,12 @@ def capture_specs(args: argparse.Namespace, command: list[str], prefix: str = "B
         if f.level == "refuse":
             log(f"B3 overrides the policy on purpose (to measure it): {f.code}: {f.message}")
     b3 = Plan(b3.spec, [f for f in b3.findings if f.level != "refuse"])
-    return [(f"{prefix}1 scoped basic", build_plan(b1)), (f"{prefix}2 scoped full", build_plan(b2)),
-            (f"{prefix}3 unscoped basic", b3)]
+    return list(zip(capture_labels(prefix), [build_plan(b1), build_plan(b2), b3], strict=True))
+
+
+def capture_labels(prefix: str) -> list[str]:
+    """The three captures' labels: B1-B3 on the launched server, S1-S3 on the sister."""
+    return [f"{prefix}{i} {kind}" for i, kind in enumerate(("scoped basic", "scoped full", "unscoped basic"), 1)]
 
 
 def release(args: argparse.Namespace, work: Path, url: str, server_log: Path, proc: subprocess.Popen[bytes],
@@ -476,12 +480,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = ratio_rows(windows, base_a, base_b)
     print(format_table(rows))
     result["rows"] = rows
-    first = "S1 scoped basic" if args.sister else "B1 scoped basic"
-    result["target"] = verdict(rows, f"{first}: attached")
+    labels = capture_labels("S" if args.sister else "B")
+    result["target"] = verdict(rows, f"{labels[0]}: attached")  # the default plan: scoped, basic first
     if args.sister:
-        result["target_during_captures"] = [verdict(rows, f"S{i} {kind}: capture")
-                                            for i, kind in ((1, "scoped basic"), (2, "scoped full"),
-                                                            (3, "unscoped basic"))]
+        result["target_during_captures"] = [verdict(rows, f"{label}: capture") for label in labels]
         result["sister_records"] = records_json(b.get("sister_records", []))
     result["phase_b"] = {k: v for k, v in b.items()
                          if k not in ("launched_steady", "records", "sister_records", "steady")}
