@@ -32,6 +32,7 @@ class Catalog:
     cuda_core_peak_per_cycle: dict[str, str]
     warp_stalls: dict[str, str]  # reason -> metric
     text: dict[str, str]
+    rep_units: dict[str, str]  # ncu_report's unit of each numeric metric above (for the byte reader)
 
     def needed(self) -> list[str]:
         """Every raw metric the derivation reads, sorted (what a reader must extract)."""
@@ -62,4 +63,5 @@ def load_catalog() -> Catalog:
         cuda_core_peak_per_cycle=dict(raw["cuda_core_peak_per_cycle"]),
         warp_stalls=stalls,
         text=dict(raw["text"]),
+        rep_units={str(k): str(v) for k, v in raw["rep_units"].items()},
     )

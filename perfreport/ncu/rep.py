@@ -1,4 +1,4 @@
-"""Read .ncu-rep (and gzipped .ncu-rep.gz) files with NVIDIA's ncu_report module; no GPU needed."""
+"""Read .ncu-rep (and gzipped .ncu-rep.gz) files: their bytes directly, or through NVIDIA's ncu_report; no GPU needed."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
+from perfreport.ncu import rep_wire
 from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.names import function_name
 from perfreport.ncu.read import Progress
+from perfreport.ncu.rep_wire import Action
 from perfreport.ncu.sets import infer_section_set
 
 MAGIC = b"NVR\x00"
@@ -58,8 +61,22 @@ def _varint_string(data: bytes, start: int) -> str | None:
     return None
 
 
-def _session_facts(path: Path) -> tuple[str | None, str | None]:
-    """ncu version and command line, stored as strings in the report's session record."""
+def _session_facts(records: list[bytes]) -> tuple[str | None, str | None]:
+    """ncu version and command line, stored as strings in the report's session records."""
+    version = cmdline = None
+    for data in records:
+        if version is None and (v := _VERSION_RE.search(data)):
+            version = v.group(1).decode()
+        if cmdline is None and (c := _CMDLINE_RE.search(data)):
+            full = _varint_string(data, c.start())
+            if full is not None:
+                exe, _, args = full.partition("/ncu ")
+                cmdline = "ncu " + args.strip()
+    return version, cmdline
+
+
+def _file_session_facts(path: Path) -> tuple[str | None, str | None]:
+    """The same facts for ncu_report's path: the file scanned in 8 MB chunks until both are found."""
     version = cmdline = None
     chunk, overlap, offset = 8 << 20, 4096, 0
     with path.open("rb") as fh:
@@ -68,73 +85,82 @@ def _session_facts(path: Path) -> tuple[str | None, str | None]:
             data = fh.read(chunk + overlap)
             if not data:
                 break
-            if version is None and (v := _VERSION_RE.search(data)):
-                version = v.group(1).decode()
-            if cmdline is None and (c := _CMDLINE_RE.search(data)):
-                full = _varint_string(data, c.start())
-                if full is not None:
-                    exe, _, args = full.partition("/ncu ")
-                    cmdline = "ncu " + args.strip()
+            v, c = _session_facts([data])
+            version, cmdline = version or v, cmdline or c
             offset += chunk
             if len(data) < chunk:
                 break
     return version, cmdline
 
 
-def _launch(act: Any, index: int, needed: list[str]) -> KernelLaunch:
+# read besides the catalog's metrics: a launch's identity and place (kept as text, as ncu prints them)
+_ATTRS = ("launch__process_id", "launch__context_id", "launch__stream_id", "launch__device_id",
+          *(f"launch__grid_dim_{a}" for a in "xyz"), *(f"launch__block_dim_{a}" for a in "xyz"),
+          "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor")
+
+
+def _wanted() -> frozenset[str]:
+    return frozenset(load_catalog().needed()) | frozenset(_ATTRS)
+
+
+def _from_ncu_report(act: Any, wanted: frozenset[str]) -> Action:
+    """An ncu_report action as the wire reader's Action (typed values of the wanted metrics, their units)."""
     import ncu_report
 
-    metrics: dict[str, float] = {}
-    units: dict[str, str] = {}
-    text: dict[str, str] = {}
-    for name in needed:
+    out = Action(act.name(ncu_report.IAction.NameBase_MANGLED) or "",
+                 act.name(ncu_report.IAction.NameBase_FUNCTION) or "",
+                 act.name(ncu_report.IAction.NameBase_DEMANGLED) or "")
+    for name in sorted(wanted):
         m = act.metric_by_name(name)
-        if m is None or not m.has_value():
+        if m is None or not m.has_value() or m.value() is None:
             continue
-        value = m.value()
-        if isinstance(value, str):
-            text[name] = value
-        elif value is not None:
-            metrics[name] = float(value)
-            units[name] = m.unit()
-
-    def attr(name: str) -> str:
-        m = act.metric_by_name(name)
-        return "" if m is None or m.value() is None else str(m.value())
-
-    demangled = act.name(ncu_report.IAction.NameBase_DEMANGLED)
-    grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
-    block = tuple(attr(f"launch__block_dim_{a}") for a in "xyz")
-    rules = [
+        out.values[name] = m.value()
+        out.units[name] = m.unit()
+    out.rules = [
         Rule(str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
              str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
         for r in act.rule_results_as_dicts()
     ]
+    out.sections = [s.identifier() for s in act.sections()]
+    return out
+
+
+def _launch(act: Action, index: int, needed: list[str]) -> KernelLaunch:
+    metrics: dict[str, float] = {}
+    units: dict[str, str] = {}
+    text: dict[str, str] = {}
+    for name in needed:
+        value = act.values.get(name)
+        if isinstance(value, str):
+            text[name] = value
+        elif value is not None:
+            metrics[name] = float(value)
+            units[name] = act.units[name]
+
+    def attr(name: str) -> str:
+        value = act.values.get(name)
+        return "" if value is None else str(value)
+
+    grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
+    block = tuple(attr(f"launch__block_dim_{a}") for a in "xyz")
+    major, minor = attr("device__attribute_compute_capability_major"), attr("device__attribute_compute_capability_minor")
     return KernelLaunch(
         launch_id=index,
-        name=demangled,
-        function=act.name(ncu_report.IAction.NameBase_FUNCTION) or function_name(demangled),
-        mangled=act.name(ncu_report.IAction.NameBase_MANGLED) or None,
-        process_id=attr("launch__process_id") if act.metric_by_name("launch__process_id") else "",
+        name=act.demangled,
+        function=act.function or function_name(act.demangled),
+        mangled=act.name or None,
+        process_id=attr("launch__process_id"),
         context=attr("launch__context_id"),
         stream=attr("launch__stream_id"),
         device=attr("launch__device_id"),
-        cc=_cc(act),
+        cc=f"{major}.{minor}" if major and minor else "",
         block_size=f"({', '.join(block)})" if all(block) else "",
         grid_size=f"({', '.join(grid)})" if all(grid) else "",
         metrics=metrics,
         units=units,
         text=text,
-        rules=rules,
+        rules=act.rules,
     )
-
-
-def _cc(act: Any) -> str:
-    major = act.metric_by_name("device__attribute_compute_capability_major")
-    minor = act.metric_by_name("device__attribute_compute_capability_minor")
-    if major is None or minor is None:
-        return ""
-    return f"{major.value()}.{minor.value()}"
 
 
 PROGRESS_MIN_KERNELS = 20  # smaller reports load in well under a second: no progress lines
@@ -148,34 +174,150 @@ def progress_steps(total: int, parts: int = 10) -> set[int]:
     return {*range(step, total, step), total}
 
 
-def read_rep(path: Path, progress: Progress | None = None) -> Capture:
+REP_READERS = ("auto", "ncu_report")
+
+
+def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto") -> Capture:
     """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
 
+    `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
+    is one it does not know; "ncu_report" always uses NVIDIA's module. Both give the same Capture.
     `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
     """
+    if reader not in REP_READERS:
+        raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
+    sha = _Sha(path)
+    try:
+        data = _report_bytes(path)
+        if data[:4] != MAGIC:
+            raise InputError(
+                f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
+                f"Pass the file written by `ncu -o NAME` (NAME.ncu-rep), or an ncu CSV export."
+            )
+        wanted = _wanted()
+        actions: list[Action] | None = None
+        if reader == "auto":
+            try:
+                report = rep_wire.read_report(data, wanted)
+                actions, (version, cmdline) = report.actions, _session_facts(report.sessions)
+                _units(actions)
+            except rep_wire.Truncated as cut:
+                raise _truncated(path, len(data), cut) from None
+            except rep_wire.UnknownLayout as exc:
+                actions = None
+                if progress is not None:
+                    progress(f"{path.name}: layout not known to the byte reader ({exc}); reading with ncu_report")
+        del data
+        said = actions is None  # ncu_report (seconds to minutes for a large report) reports while it reads
+        if actions is None:
+            actions, (version, cmdline) = _read_ncu_report(path, wanted, progress)
+        digest = sha.result()
+    finally:
+        sha.close()
+    if not actions:
+        raise InputError(
+            f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
+            f"was copied while ncu was still writing it, or the capture matched no kernel. Re-copy the "
+            f"report after ncu prints '==PROF== Report:', or re-capture with a --kernel-name that matches."
+        )
+    needed = load_catalog().needed()
+    report_at = progress_steps(len(actions)) if progress is not None and not said else set()
+    launches = []
+    for i, act in enumerate(actions):
+        launches.append(_launch(act, i, needed))
+        if progress is not None and i + 1 in report_at:
+            progress(f"{path.name}: {i + 1}/{len(actions)} kernels read")
+    sections = {s for a in actions for s in a.sections}
+    gpu = next((k.text.get(load_catalog().text["gpu"]) for k in launches if k.text), None)
+    return Capture(
+        source_path=str(path),
+        source_format="ncu-rep",
+        sha256=digest,
+        ncu_version=version,
+        gpu=gpu,
+        section_set=infer_section_set(sorted(sections), cmdline),
+        sections=sorted(sections),
+        launches=launches,
+        command_line=cmdline,
+    )
+
+
+class _Sha:
+    """SHA-256 of the file computed on a second thread while the report is parsed (hashlib frees the GIL)."""
+
+    def __init__(self, path: Path) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
+        self._future = self._pool.submit(sha256_file, path) if path.is_file() else None
+        self._path = path
+
+    def result(self) -> str:
+        if self._future is None:
+            return sha256_file(self._path)  # raises the usual "no such file" OSError path
+        return self._future.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _report_bytes(path: Path) -> bytes:
+    """The report's bytes (a .gz decompressed in memory)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
+    if path.suffix != ".gz":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(
+            f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
+            f"re-compress the original report with `gzip -k R.ncu-rep` or pass the .ncu-rep itself."
+        ) from exc
+
+
+def _units(actions: list[Action]) -> None:
+    """Give the byte reader's values ncu_report's units (metrics.yaml rep_units, read from ncu_report itself)."""
+    table = load_catalog().rep_units
+    for act in actions:
+        for name, value in act.values.items():
+            if isinstance(value, str) or name in _ATTRS:
+                continue
+            unit = table.get(name)
+            if unit is None:
+                raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
+            act.units[name] = unit
+
+
+def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
+    where = f"an entry at byte {cut.offset} needs {cut.needed} bytes, the file ends at {size}"
+    if cut.results == 0:
+        return InputError(
+            f"report '{path}': holds no profiled kernel ({size} bytes): the file is truncated or damaged ({where}). "
+            f"Re-copy the report after ncu prints '==PROF== Report:'."
+        )
+    return InputError(
+        f"report '{path}': truncated or damaged ({size} bytes): kernel #{cut.results} is cut off ({where}); "
+        f"{cut.results} whole kernel(s) before it. Copy the report again after ncu prints '==PROF== Report:'."
+    )
+
+
+def _read_ncu_report(path: Path, wanted: frozenset[str], progress: Progress | None
+                     ) -> tuple[list[Action], tuple[str | None, str | None]]:
+    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to)."""
     try:
         import ncu_report
     except ImportError as exc:  # pragma: no cover - dependency is declared
         raise InputError(
             f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
         ) from exc
-    sha = sha256_file(path)
     with _plain_report(path) as plain:
-        with plain.open("rb") as fh:
-            head = fh.read(4)  # the magic only (the report can be hundreds of MB)
-        if head != MAGIC:
-            raise InputError(
-                f"report '{path}': not an Nsight Compute report (first bytes {head!r}, expected {MAGIC!r}). "
-                f"Pass the file written by `ncu -o NAME` (NAME.ncu-rep), or an ncu CSV export."
-            )
-        version, cmdline = _session_facts(plain)
+        facts = _file_session_facts(plain)
         try:
             ctx = ncu_report.load_report(str(plain))
         except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
             raise InputError(f"report '{path}': ncu_report could not load it: {exc}") from exc
-        needed = load_catalog().needed()
-        launches: list[KernelLaunch] = []
-        sections: set[str] = set()
+        actions: list[Action] = []
         ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
         total = sum(rng.num_actions() for rng in ranges)
         report_at = progress_steps(total) if progress is not None else set()
@@ -184,28 +326,10 @@ def read_rep(path: Path, progress: Progress | None = None) -> Capture:
                 act = rng.action_by_idx(i)
                 if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
                     raise InputError(
-                        f"report '{path}': kernel #{len(launches)} has no name: the file is truncated or damaged "
+                        f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
                         f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
                     )
-                launches.append(_launch(act, len(launches), needed))
-                sections.update(s.identifier() for s in act.sections())
-                if progress is not None and len(launches) in report_at:
-                    progress(f"{path.name}: {len(launches)}/{total} kernels read")
-    if not launches:
-        raise InputError(
-            f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
-            f"was copied while ncu was still writing it, or the capture matched no kernel. Re-copy the "
-            f"report after ncu prints '==PROF== Report:', or re-capture with a --kernel-name that matches."
-        )
-    gpu = next((k.text.get(load_catalog().text["gpu"]) for k in launches if k.text), None)
-    return Capture(
-        source_path=str(path),
-        source_format="ncu-rep",
-        sha256=sha,
-        ncu_version=version,
-        gpu=gpu,
-        section_set=infer_section_set(sorted(sections), cmdline),
-        sections=sorted(sections),
-        launches=launches,
-        command_line=cmdline,
-    )
+                actions.append(_from_ncu_report(act, wanted))
+                if progress is not None and len(actions) in report_at:
+                    progress(f"{path.name}: {len(actions)}/{total} kernels read")
+    return actions, facts

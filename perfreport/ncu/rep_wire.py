@@ -1,0 +1,426 @@
+"""Read the metric values of a .ncu-rep straight from its bytes: the report's own protobuf layout, no decode.
+
+A report (ncu 2025.3.1, file format version 7) is `NVR\\0`, a u32-sized file header, then blocks: a u32-sized
+block header (1 NumSources, 2 NumResults, 3 session details, 4 string table, 5 PayloadSize) and a payload of
+u32-sized entries, the sources first, then the results. A result (one profiled kernel) holds its names (5 name
+as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated: 1 NameId into the string table,
+2 the value: 1 string, 2 float, 3 double, 4 uint32, 5 uint64), its sections (17: 1 identifier) and its rule
+results (19: 1 rule identifier, 3 body -> 1 message list -> 1 messages (1 text, 2 type, 4 title), 4 section).
+The field numbers are those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute.
+
+ncu_report decodes every action in full (every metric's value and instance values, 16-29 ms a full-set kernel,
+GIL held); this reader walks the metric list once, skips every metric it was not asked for without touching
+its bytes, and stops there. Anything it does not recognise (another file format version, a value type it does
+not know, a field where the layout says another) raises `UnknownLayout`, and the caller reads the report with
+ncu_report instead: this reader is a shortcut, never a second opinion. Tests hold the two equal on every report
+we have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from struct import unpack_from
+from typing import Any
+
+import numpy as np
+
+from perfreport.ncu.model import Rule
+
+FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read from (ncu 2025.3.1)
+_METRIC_TAG = 13 << 3 | 2
+_ID_TAG = 1 << 3 | 0
+_VALUE_TAG = 2 << 3 | 2
+# The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
+# numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
+_MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
+
+
+class UnknownLayout(Exception):
+    """The bytes are not the layout this reader knows; read the report with ncu_report."""
+
+
+class Truncated(Exception):
+    """The file ends inside a block or entry: `results` whole kernels came before the cut."""
+
+    def __init__(self, offset: int, needed: int, results: int) -> None:
+        super().__init__(f"at byte {offset} an entry needs {needed} bytes")
+        self.offset, self.needed, self.results = offset, needed, results
+
+
+@dataclass
+class Action:
+    """What one profiled kernel holds, as ncu_report would return it."""
+
+    name: str  # as launched (mangled when the compiler mangled it)
+    function: str
+    demangled: str
+    values: dict[str, float | int | str] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)  # ncu_report's unit per numeric value (filled by rep.py)
+    rules: list[Rule] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
+
+
+def _varint(b: bytes, p: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        c = b[p]
+        p += 1
+        value |= (c & 0x7F) << shift
+        if c < 0x80:
+            return value, p
+        shift += 7
+        if shift > 63:
+            raise UnknownLayout(f"varint longer than 10 bytes at {p}")
+
+
+def _fields(b: bytes, p: int, end: int) -> Iterator[tuple[int, int, Any]]:
+    """Yield (field, wire type, value) of the message b[p:end]; length-delimited values as (start, stop)."""
+    while p < end:
+        key, p = _varint(b, p)
+        number, wire = key >> 3, key & 7
+        value: Any
+        if wire == 0:
+            value, p = _varint(b, p)
+        elif wire == 2:
+            n, p = _varint(b, p)
+            value = (p, p + n)
+            p += n
+        elif wire == 1:
+            value = (p, p + 8)
+            p += 8
+        elif wire == 5:
+            value = (p, p + 4)
+            p += 4
+        else:
+            raise UnknownLayout(f"wire type {wire} (field {number}) at byte {p}")
+        if p > end:
+            raise UnknownLayout(f"field {number} runs past its message at byte {p}")
+        yield number, wire, value
+
+
+def _text(b: bytes, span: tuple[int, int]) -> str:
+    return b[span[0] : span[1]].decode("utf-8", "replace")
+
+
+def _value(b: bytes, p: int, end: int) -> float | int | str | None:
+    """Decode one MetricValue message b[p:end] (None: it holds no value)."""
+    for number, wire, v in _fields(b, p, end):
+        if number == 3 and wire == 1:
+            return float(unpack_from("<d", b, v[0])[0])
+        if number in (4, 5) and wire == 0:
+            return int(v)
+        if number == 2 and wire == 5:
+            return float(unpack_from("<f", b, v[0])[0])
+        if number == 1 and wire == 2:
+            return _text(b, v)
+        raise UnknownLayout(f"metric value field {number} (wire type {wire}) at byte {p}")
+    return None
+
+
+def _metrics(b: bytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
+    """Walk the contiguous run of metric entries from p; decode the wanted ones; return where the run ends."""
+    while p < end and b[p] == _METRIC_TAG:
+        n = b[p + 1]
+        p += 2
+        if n >= 0x80:
+            n, p = _varint(b, p - 1)
+        stop = p + n
+        if b[p] != _ID_TAG:
+            raise UnknownLayout(f"metric entry without its NameId first at byte {p}")
+        nid = b[p + 1]
+        q = p + 2
+        if nid >= 0x80:
+            nid, q = _varint(b, p + 1)
+        name = wanted.get(nid)
+        if name is not None and q < stop and b[q] == _VALUE_TAG:
+            vn, vp = _varint(b, q + 1)
+            value = _value(b, vp, vp + vn)
+            if value is not None:
+                out[name] = value
+        p = stop
+    if p > end:
+        raise UnknownLayout(f"metric entry runs past its result at byte {end}")
+    return p
+
+
+def _rules(b: bytes, span: tuple[int, int], out: list[Rule]) -> None:
+    """One RuleResult: a Rule per item of its body, in order (as ncu_report's rule_results_as_dicts lists them).
+
+    An item holds at most one message (1: text, 2: type) besides focus metrics, tables and speedups; an item
+    without a message is listed too, with type NONE and no text (ncu_report does the same).
+    """
+    ident = section = ""
+    items: list[tuple[str, str]] = []
+    for number, wire, v in _fields(b, *span):
+        if number == 1 and wire == 2:
+            ident = _text(b, v)
+        elif number == 4 and wire == 2:
+            section = _text(b, v)
+        elif number == 3 and wire == 2:
+            for n1, w1, v1 in _fields(b, *v):
+                if n1 == 1 and w1 == 2:
+                    items.append(_message(b, v1))
+    out.extend(Rule(section, ident, kind, text) for kind, text in items)
+
+
+def _message(b: bytes, item: tuple[int, int]) -> tuple[str, str]:
+    kind, text = "0", ""  # a message that stores no type is NONE (the proto default), as ncu_report says
+    for n2, w2, v2 in _fields(b, *item):
+        if n2 != 1 or w2 != 2:
+            continue
+        for n3, w3, v3 in _fields(b, *v2):
+            if n3 == 1 and w3 == 2:
+                text = _text(b, v3)
+            elif n3 == 2 and w3 == 0:
+                known = _MSG_TYPES.get(v3)
+                if known is None:
+                    raise UnknownLayout(f"rule message type {v3} at byte {v2[0]}")
+                kind = known
+    return kind, text
+
+
+def _result(b: bytes, p: int, end: int, wanted: dict[int, str], walked: _Run | None = None) -> Action:
+    """One ProfileResult b[p:end]; `walked`: its metric run already read by `_lockstep` (skipped here)."""
+    names = {5: "", 6: "", 7: ""}
+    act = Action("", "", "")
+    while p < end:
+        if b[p] == _METRIC_TAG:
+            if walked is not None and p == walked.start:
+                act.values.update(walked.values)
+                p = walked.stop
+            else:
+                p = _metrics(b, p, end, wanted, act.values)
+            continue
+        key, p = _varint(b, p)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, p = _varint(b, p)
+            continue
+        if wire == 1 or wire == 5:
+            p += 8 if wire == 1 else 4
+            continue
+        if wire != 2:
+            raise UnknownLayout(f"wire type {wire} (result field {number}) at byte {p}")
+        n, p = _varint(b, p)
+        span = (p, p + n)
+        p += n
+        if number in names:
+            names[number] = _text(b, span)
+        elif number == 17:
+            act.sections.extend(_text(b, v) for f, w, v in _fields(b, *span) if f == 1 and w == 2)
+        elif number == 19:
+            _rules(b, span, act.rules)
+    if p != end:
+        raise UnknownLayout(f"result ends at byte {p}, its size says {end}")
+    act.name, act.function = names[5], names[6]
+    act.demangled = names[7] or names[5]
+    return act
+
+
+def _run_start(b: bytes, p: int, end: int) -> int | None:
+    """Where the result b[p:end]'s first metric entry starts (None: it has none)."""
+    while p < end:
+        if b[p] == _METRIC_TAG:
+            return p
+        key, p = _varint(b, p)
+        wire = key & 7
+        if wire == 0:
+            _, p = _varint(b, p)
+        elif wire == 2:
+            n, p = _varint(b, p)
+            p += n
+        elif wire in (1, 5):
+            p += 8 if wire == 1 else 4
+        else:
+            raise UnknownLayout(f"wire type {wire} at byte {p}")
+    return None
+
+
+def _u32(b: bytes, p: int, results: int) -> int:
+    if p + 4 > len(b):
+        raise Truncated(p, 4, results)
+    return int(unpack_from("<I", b, p)[0])
+
+
+@dataclass
+class _Run:
+    """A result's contiguous metric entries b[start:stop] and the wanted values among them."""
+
+    start: int
+    stop: int
+    values: dict[str, float | int | str]
+
+
+def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the varints at byte offsets `at` (each 1 to 3 bytes): (values, lengths)."""
+    b0 = u[at].astype(np.int64)
+    if (b0 < 0x80).all():
+        return b0, np.ones_like(b0)
+    b1 = u[at + 1].astype(np.int64)
+    b2 = u[at + 2].astype(np.int64)
+    two, three = b0 >= 0x80, (b0 >= 0x80) & (b1 >= 0x80)
+    if (three & (b2 >= 0x80)).any():
+        raise UnknownLayout("a metric entry length or NameId longer than 3 bytes")
+    value = np.where(two, (b0 & 0x7F) | ((b1 & 0x7F) << 7), b0) | np.where(three, b2 << 14, 0)
+    return value, 1 + two + three
+
+
+def _lockstep(b: bytes, results: list[tuple[int, int]], wanted: dict[int, str]) -> list[_Run | None]:
+    """Walk the metric runs of every result side by side (one numpy step per entry index, not per byte)."""
+    u = np.frombuffer(b, dtype=np.uint8)
+    starts = [_run_start(b, s, e) for s, e in results]
+    lanes = np.array([i for i, s in enumerate(starts) if s is not None], dtype=np.int64)
+    pos = np.array([s for s in starts if s is not None], dtype=np.int64)
+    end = np.array([results[i][1] for i in lanes.tolist()], dtype=np.int64)
+    stops = np.zeros(len(results), dtype=np.int64)
+    lane_log, body_log, id_log, stop_log = [], [], [], []
+    last = len(b) - 3  # every index below reads at most 3 bytes past an entry's start inside its result
+    try:
+        while lanes.size:
+            live = pos < end
+            live[live] = u[pos[live]] == _METRIC_TAG
+            if not live.all():
+                stops[lanes[~live]] = pos[~live]
+                lanes, pos, end = lanes[live], pos[live], end[live]
+                if not lanes.size:
+                    break
+            if pos.max() > last:
+                raise UnknownLayout("a metric entry starts in the last bytes of the file")
+            n, nb = _varints(u, pos + 1)
+            body = pos + 1 + nb
+            if (u[body] != _ID_TAG).any():
+                raise UnknownLayout("a metric entry without its NameId first")
+            nid, _ = _varints(u, body + 1)
+            lane_log.append(lanes)
+            body_log.append(body)
+            id_log.append(nid)
+            pos = body + n
+            stop_log.append(pos)
+    except IndexError as exc:
+        raise UnknownLayout(f"a metric entry points past the file ({exc})") from exc
+    runs: list[_Run | None] = [
+        None if s is None else _Run(s, int(stops[i]), {}) for i, s in enumerate(starts)
+    ]
+    if any(r is not None and r.stop > results[i][1] for i, r in enumerate(runs)):
+        raise UnknownLayout("a metric entry runs past its result")
+    if not id_log:
+        return runs
+    ids = np.concatenate(id_log)
+    hit = np.isin(ids, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))
+    lane, body, nid = np.concatenate(lane_log)[hit], np.concatenate(body_log)[hit], ids[hit]
+    try:
+        _values(b, u, lane, body, np.concatenate(stop_log)[hit], nid, wanted, runs)
+    except IndexError as exc:
+        raise UnknownLayout(f"a metric value points past the file ({exc})") from exc
+    return runs
+
+
+def _values(b: bytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, stop: np.ndarray, nid: np.ndarray,
+            wanted: dict[int, str], runs: list[_Run | None]) -> None:
+    """Decode the wanted entries' values (doubles and varints in bulk, the rest one by one)."""
+    _, nb = _varints(u, body + 1)
+    q = body + 1 + nb  # the value field's tag, when the entry has one
+    has = q < stop
+    has[has] = u[q[has]] == _VALUE_TAG
+    lane, nid, q = lane[has], nid[has], q[has]
+    small = u[q + 1] < 0x80
+    tag = u[q + 2]
+    double = small & (tag == 3 << 3 | 1)
+    varint = small & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))
+    decoded: list[tuple[np.ndarray, list[Any]]] = []
+    if double.any():
+        at = q[double] + 3
+        raw = u[at[:, None] + np.arange(8)].copy()
+        decoded.append((np.flatnonzero(double), raw.view("<f8").ravel().tolist()))
+    if varint.any():
+        decoded.append((np.flatnonzero(varint), _uvarints(u, q[varint] + 3).tolist()))
+    for where, values in decoded:
+        for k, value in zip(where.tolist(), values, strict=True):
+            run = runs[int(lane[k])]
+            assert run is not None
+            run.values[wanted[int(nid[k])]] = value
+    for k in np.flatnonzero(~(double | varint)).tolist():  # floats, strings, long values: the plain decoder
+        vn, vp = _varint(b, int(q[k]) + 1)
+        value = _value(b, vp, vp + vn)
+        run = runs[int(lane[k])]
+        if value is not None and run is not None:
+            run.values[wanted[int(nid[k])]] = value
+
+
+def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Decode unsigned varints (up to 10 bytes) at byte offsets `at`, as Python-exact uint64."""
+    value = np.zeros(at.size, dtype=np.uint64)
+    going = np.ones(at.size, dtype=bool)
+    for i in range(10):
+        c = u[at + i].astype(np.uint64)
+        value |= np.where(going, (c & np.uint64(0x7F)) << np.uint64(7 * i), np.uint64(0))
+        going &= c >= 0x80
+        if not going.any():
+            return value
+    raise UnknownLayout("a metric value varint longer than 10 bytes")
+
+
+@dataclass
+class Report:
+    """The kernels of a report and the bytes of its session records (ncu version, command line)."""
+
+    actions: list[Action]
+    sessions: list[bytes]
+
+
+LOCKSTEP_MIN_RESULTS = 32  # below this many kernels the plain walk is faster than numpy's per-step overhead
+
+
+def read_report(b: bytes, wanted_names: frozenset[str] | set[str], lockstep: bool | None = None) -> Report:
+    """Every profiled kernel of the report bytes `b`, in file order, with the values of `wanted_names`.
+
+    `lockstep` walks the metric lists of all kernels side by side with numpy (default: when there are
+    LOCKSTEP_MIN_RESULTS kernels or more); both walks give the same Report.
+    """
+    if b[:4] != b"NVR\x00" or len(b) < 8:
+        raise UnknownLayout("no NVR header")
+    size = _u32(b, 4, 0)
+    version = next((v for f, w, v in _fields(b, 8, 8 + size) if f == 1 and w == 0), None)
+    if version not in FILE_VERSIONS:
+        raise UnknownLayout(f"file format version {version}, this reader knows {sorted(FILE_VERSIONS)}")
+    strings: list[str] = []
+    wanted: dict[int, str] = {}
+    results: list[tuple[int, int]] = []
+    sessions: list[bytes] = []
+    p = 8 + size
+    while p < len(b):
+        size = _u32(b, p, len(results))
+        head = (p + 4, p + 4 + size)
+        if head[1] > len(b):
+            raise Truncated(p, size, len(results))
+        counts = {1: 0, 2: 0, 5: 0}
+        for number, wire, v in _fields(b, *head):
+            if number in counts and wire == 0:
+                counts[number] = v
+            elif number == 3 and wire == 2:
+                sessions.append(b[v[0] : v[1]])
+            elif number == 4 and wire == 2:
+                for f, w, s in _fields(b, *v):
+                    if f == 1 and w == 2:
+                        text = _text(b, s)
+                        if text in wanted_names:
+                            wanted[len(strings)] = text
+                        strings.append(text)
+        p = head[1]
+        stop = p + counts[5]
+        for k in range(counts[1] + counts[2]):
+            n = _u32(b, p, len(results))
+            if p + 4 + n > len(b):
+                raise Truncated(p, n, len(results))
+            if k >= counts[1]:
+                results.append((p + 4, p + 4 + n))
+            p += 4 + n
+        if p != stop:
+            if stop > len(b):
+                raise Truncated(p, stop - p, len(results))
+            raise UnknownLayout(f"block payload ends at byte {p}, its header says {stop}")
+    if lockstep is None:
+        lockstep = len(results) >= LOCKSTEP_MIN_RESULTS
+    walked = _lockstep(b, results, wanted) if lockstep and results else [None] * len(results)
+    return Report([_result(b, s, e, wanted, w) for (s, e), w in zip(results, walked, strict=True)], sessions)
