@@ -1,19 +1,19 @@
-"""Read .ncu-rep (and gzipped .ncu-rep.gz) files: their bytes directly, or through NVIDIA's ncu_report; no GPU needed."""
+"""Read .ncu-rep (and .ncu-rep.gz) files: their bytes directly, or through NVIDIA's ncu_report; no GPU needed."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
 from perfreport.ncu import rep_wire
 from perfreport.ncu.catalog import load_catalog
@@ -143,7 +143,8 @@ def _launch(act: Action, index: int, needed: list[str]) -> KernelLaunch:
 
     grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
     block = tuple(attr(f"launch__block_dim_{a}") for a in "xyz")
-    major, minor = attr("device__attribute_compute_capability_major"), attr("device__attribute_compute_capability_minor")
+    major = attr("device__attribute_compute_capability_major")
+    minor = attr("device__attribute_compute_capability_minor")
     return KernelLaunch(
         launch_id=index,
         name=act.demangled,
@@ -186,9 +187,9 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto")
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
-    sha = _Sha(path)
+    sha = _Sha()
     try:
-        data = _report_bytes(path)
+        data = _report_bytes(path, sha)
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
@@ -243,28 +244,34 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto")
 
 
 class _Sha:
-    """SHA-256 of the file computed on a second thread while the report is parsed (hashlib frees the GIL)."""
+    """SHA-256 of the file's bytes, computed on a second thread while the report is parsed.
 
-    def __init__(self, path: Path) -> None:
+    One update() over the whole buffer: hashlib frees the GIL for it, so the parse (pure Python) and the hash
+    (C) run on two cores; chunked reads would wait for the GIL at every chunk (switch interval 5 ms).
+    """
+
+    def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
-        self._future = self._pool.submit(sha256_file, path) if path.is_file() else None
-        self._path = path
+        self._future: Future[str] | None = None
+
+    def start(self, raw: bytes) -> None:
+        self._future = self._pool.submit(lambda: hashlib.sha256(raw).hexdigest())
 
     def result(self) -> str:
-        if self._future is None:
-            return sha256_file(self._path)  # raises the usual "no such file" OSError path
+        assert self._future is not None
         return self._future.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
 
-def _report_bytes(path: Path) -> bytes:
-    """The report's bytes (a .gz decompressed in memory)."""
+def _report_bytes(path: Path, sha: _Sha) -> bytes:
+    """The report's bytes (a .gz decompressed in memory); the hash of the file's own bytes starts on `sha`."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
+    sha.start(raw)
     if path.suffix != ".gz":
         return raw
     try:

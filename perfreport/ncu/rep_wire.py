@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from struct import error as struct_error
 from struct import unpack_from
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from perfreport.ncu.model import Rule
+
+if TYPE_CHECKING:
+    from perfreport.ncu.rep_bulk import Run
 
 FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read from (ncu 2025.3.1)
 _METRIC_TAG = 13 << 3 | 2
@@ -119,26 +121,37 @@ def _value(b: bytes, p: int, end: int) -> float | int | str | None:
 
 
 def _metrics(b: bytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
-    """Walk the contiguous run of metric entries from p; decode the wanted ones; return where the run ends."""
+    """Walk the contiguous run of metric entries from p; decode the wanted ones; return where the run ends.
+
+    The hot loop of the reader (a full-set kernel holds ~2,250 entries, we want ~90): one- and two-byte varints
+    (entry lengths below 16 KB, NameIds below 16384) are decoded inline, longer ones by _varint.
+    """
     while p < end and b[p] == _METRIC_TAG:
         n = b[p + 1]
-        p += 2
-        if n >= 0x80:
-            n, p = _varint(b, p - 1)
-        stop = p + n
+        if n < 0x80:
+            p += 2
+        else:
+            c = b[p + 2]
+            if c < 0x80:
+                n = (n & 0x7F) | c << 7
+                p += 3
+            else:
+                n, p = _varint(b, p + 1)
         if b[p] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {p}")
         nid = b[p + 1]
-        q = p + 2
         if nid >= 0x80:
-            nid, q = _varint(b, p + 1)
+            c = b[p + 2]
+            nid = (nid & 0x7F) | c << 7 if c < 0x80 else _varint(b, p + 1)[0]
         name = wanted.get(nid)
-        if name is not None and q < stop and b[q] == _VALUE_TAG:
-            vn, vp = _varint(b, q + 1)
-            value = _value(b, vp, vp + vn)
-            if value is not None:
-                out[name] = value
-        p = stop
+        if name is not None:
+            _, q = _varint(b, p + 1)
+            if q < p + n and b[q] == _VALUE_TAG:
+                vn, vp = _varint(b, q + 1)
+                value = _value(b, vp, vp + vn)
+                if value is not None:
+                    out[name] = value
+        p += n
     if p > end:
         raise UnknownLayout(f"metric entry runs past its result at byte {end}")
     return p
@@ -180,8 +193,8 @@ def _message(b: bytes, item: tuple[int, int]) -> tuple[str, str]:
     return kind, text
 
 
-def _result(b: bytes, p: int, end: int, wanted: dict[int, str], walked: _Run | None = None) -> Action:
-    """One ProfileResult b[p:end]; `walked`: its metric run already read by `_lockstep` (skipped here)."""
+def _result(b: bytes, p: int, end: int, wanted: dict[int, str], walked: Run | None = None) -> Action:
+    """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (rep_bulk), skipped here."""
     names = {5: "", 6: "", 7: ""}
     act = Action("", "", "")
     while p < end:
@@ -208,7 +221,7 @@ def _result(b: bytes, p: int, end: int, wanted: dict[int, str], walked: _Run | N
         if number in names:
             names[number] = _text(b, span)
         elif number == 17:
-            act.sections.extend(_text(b, v) for f, w, v in _fields(b, *span) if f == 1 and w == 2)
+            act.sections.append(_section_id(b, span))
         elif number == 19:
             _rules(b, span, act.rules)
     if p != end:
@@ -218,147 +231,42 @@ def _result(b: bytes, p: int, end: int, wanted: dict[int, str], walked: _Run | N
     return act
 
 
-def _run_start(b: bytes, p: int, end: int) -> int | None:
-    """Where the result b[p:end]'s first metric entry starts (None: it has none)."""
+def _section_id(b: bytes, span: tuple[int, int]) -> str:
+    """A section's identifier: its field 1, written first (the rest is the section's layout, skipped)."""
+    p, end = span
+    if p < end and b[p] == 1 << 3 | 2:
+        n, q = _varint(b, p + 1)
+        if q + n <= end:
+            return b[q : q + n].decode("utf-8", "replace")
+    raise UnknownLayout(f"a section without its identifier first at byte {p}")
+
+
+def prefix(b: bytes, p: int, end: int) -> tuple[int | None, bytes]:
+    """Where the result b[p:end]'s first metric entry starts (None: it has none), and its launch name's bytes."""
+    name = b""
     while p < end:
         if b[p] == _METRIC_TAG:
-            return p
+            return p, name
         key, p = _varint(b, p)
         wire = key & 7
         if wire == 0:
             _, p = _varint(b, p)
         elif wire == 2:
             n, p = _varint(b, p)
+            if key == 5 << 3 | 2:
+                name = b[p : p + n]
             p += n
         elif wire in (1, 5):
             p += 8 if wire == 1 else 4
         else:
             raise UnknownLayout(f"wire type {wire} at byte {p}")
-    return None
+    return None, name
 
 
 def _u32(b: bytes, p: int, results: int) -> int:
     if p + 4 > len(b):
         raise Truncated(p, 4, results)
     return int(unpack_from("<I", b, p)[0])
-
-
-@dataclass
-class _Run:
-    """A result's contiguous metric entries b[start:stop] and the wanted values among them."""
-
-    start: int
-    stop: int
-    values: dict[str, float | int | str]
-
-
-def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the varints at byte offsets `at` (each 1 to 3 bytes): (values, lengths)."""
-    b0 = u[at].astype(np.int64)
-    if (b0 < 0x80).all():
-        return b0, np.ones_like(b0)
-    b1 = u[at + 1].astype(np.int64)
-    b2 = u[at + 2].astype(np.int64)
-    two, three = b0 >= 0x80, (b0 >= 0x80) & (b1 >= 0x80)
-    if (three & (b2 >= 0x80)).any():
-        raise UnknownLayout("a metric entry length or NameId longer than 3 bytes")
-    value = np.where(two, (b0 & 0x7F) | ((b1 & 0x7F) << 7), b0) | np.where(three, b2 << 14, 0)
-    return value, 1 + two + three
-
-
-def _lockstep(b: bytes, results: list[tuple[int, int]], wanted: dict[int, str]) -> list[_Run | None]:
-    """Walk the metric runs of every result side by side (one numpy step per entry index, not per byte)."""
-    u = np.frombuffer(b, dtype=np.uint8)
-    starts = [_run_start(b, s, e) for s, e in results]
-    lanes = np.array([i for i, s in enumerate(starts) if s is not None], dtype=np.int64)
-    pos = np.array([s for s in starts if s is not None], dtype=np.int64)
-    end = np.array([results[i][1] for i in lanes.tolist()], dtype=np.int64)
-    stops = np.zeros(len(results), dtype=np.int64)
-    lane_log, body_log, id_log, stop_log = [], [], [], []
-    last = len(b) - 3  # every index below reads at most 3 bytes past an entry's start inside its result
-    try:
-        while lanes.size:
-            live = pos < end
-            live[live] = u[pos[live]] == _METRIC_TAG
-            if not live.all():
-                stops[lanes[~live]] = pos[~live]
-                lanes, pos, end = lanes[live], pos[live], end[live]
-                if not lanes.size:
-                    break
-            if pos.max() > last:
-                raise UnknownLayout("a metric entry starts in the last bytes of the file")
-            n, nb = _varints(u, pos + 1)
-            body = pos + 1 + nb
-            if (u[body] != _ID_TAG).any():
-                raise UnknownLayout("a metric entry without its NameId first")
-            nid, _ = _varints(u, body + 1)
-            lane_log.append(lanes)
-            body_log.append(body)
-            id_log.append(nid)
-            pos = body + n
-            stop_log.append(pos)
-    except IndexError as exc:
-        raise UnknownLayout(f"a metric entry points past the file ({exc})") from exc
-    runs: list[_Run | None] = [
-        None if s is None else _Run(s, int(stops[i]), {}) for i, s in enumerate(starts)
-    ]
-    if any(r is not None and r.stop > results[i][1] for i, r in enumerate(runs)):
-        raise UnknownLayout("a metric entry runs past its result")
-    if not id_log:
-        return runs
-    ids = np.concatenate(id_log)
-    hit = np.isin(ids, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))
-    lane, body, nid = np.concatenate(lane_log)[hit], np.concatenate(body_log)[hit], ids[hit]
-    try:
-        _values(b, u, lane, body, np.concatenate(stop_log)[hit], nid, wanted, runs)
-    except IndexError as exc:
-        raise UnknownLayout(f"a metric value points past the file ({exc})") from exc
-    return runs
-
-
-def _values(b: bytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, stop: np.ndarray, nid: np.ndarray,
-            wanted: dict[int, str], runs: list[_Run | None]) -> None:
-    """Decode the wanted entries' values (doubles and varints in bulk, the rest one by one)."""
-    _, nb = _varints(u, body + 1)
-    q = body + 1 + nb  # the value field's tag, when the entry has one
-    has = q < stop
-    has[has] = u[q[has]] == _VALUE_TAG
-    lane, nid, q = lane[has], nid[has], q[has]
-    small = u[q + 1] < 0x80
-    tag = u[q + 2]
-    double = small & (tag == 3 << 3 | 1)
-    varint = small & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))
-    decoded: list[tuple[np.ndarray, list[Any]]] = []
-    if double.any():
-        at = q[double] + 3
-        raw = u[at[:, None] + np.arange(8)].copy()
-        decoded.append((np.flatnonzero(double), raw.view("<f8").ravel().tolist()))
-    if varint.any():
-        decoded.append((np.flatnonzero(varint), _uvarints(u, q[varint] + 3).tolist()))
-    for where, values in decoded:
-        for k, value in zip(where.tolist(), values, strict=True):
-            run = runs[int(lane[k])]
-            assert run is not None
-            run.values[wanted[int(nid[k])]] = value
-    for k in np.flatnonzero(~(double | varint)).tolist():  # floats, strings, long values: the plain decoder
-        vn, vp = _varint(b, int(q[k]) + 1)
-        value = _value(b, vp, vp + vn)
-        run = runs[int(lane[k])]
-        if value is not None and run is not None:
-            run.values[wanted[int(nid[k])]] = value
-
-
-def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Decode unsigned varints (up to 10 bytes) at byte offsets `at`, as Python-exact uint64."""
-    value = np.zeros(at.size, dtype=np.uint64)
-    going = np.ones(at.size, dtype=bool)
-    for i in range(10):
-        c = u[at + i].astype(np.uint64)
-        value |= np.where(going, (c & np.uint64(0x7F)) << np.uint64(7 * i), np.uint64(0))
-        going &= c >= 0x80
-        if not going.any():
-            return value
-    raise UnknownLayout("a metric value varint longer than 10 bytes")
 
 
 @dataclass
@@ -369,15 +277,20 @@ class Report:
     sessions: list[bytes]
 
 
-LOCKSTEP_MIN_RESULTS = 32  # below this many kernels the plain walk is faster than numpy's per-step overhead
-
-
-def read_report(b: bytes, wanted_names: frozenset[str] | set[str], lockstep: bool | None = None) -> Report:
+def read_report(b: bytes, wanted_names: frozenset[str] | set[str], bulk: bool = True) -> Report:
     """Every profiled kernel of the report bytes `b`, in file order, with the values of `wanted_names`.
 
-    `lockstep` walks the metric lists of all kernels side by side with numpy (default: when there are
-    LOCKSTEP_MIN_RESULTS kernels or more); both walks give the same Report.
+    `bulk` reads the metric runs of repeated kernels in bulk (rep_bulk: checked against the first launch of
+    the same kernel, byte for byte); without it every run is walked entry by entry. Both give the same Report.
+    Raises Truncated when the file ends inside an entry, UnknownLayout for anything else it cannot read.
     """
+    try:
+        return _read_report(b, wanted_names, bulk)
+    except (IndexError, struct_error) as exc:  # a length or offset that points outside the file
+        raise UnknownLayout(f"an entry points outside the file ({exc})") from exc
+
+
+def _read_report(b: bytes, wanted_names: frozenset[str] | set[str], bulk: bool) -> Report:
     if b[:4] != b"NVR\x00" or len(b) < 8:
         raise UnknownLayout("no NVR header")
     size = _u32(b, 4, 0)
@@ -420,7 +333,9 @@ def read_report(b: bytes, wanted_names: frozenset[str] | set[str], lockstep: boo
             if stop > len(b):
                 raise Truncated(p, stop - p, len(results))
             raise UnknownLayout(f"block payload ends at byte {p}, its header says {stop}")
-    if lockstep is None:
-        lockstep = len(results) >= LOCKSTEP_MIN_RESULTS
-    walked = _lockstep(b, results, wanted) if lockstep and results else [None] * len(results)
+    walked: list[Run | None] = [None] * len(results)
+    if bulk and results:
+        from perfreport.ncu.rep_bulk import read_runs
+
+        walked = read_runs(b, results, wanted)
     return Report([_result(b, s, e, wanted, w) for (s, e), w in zip(results, walked, strict=True)], sessions)

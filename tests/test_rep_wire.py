@@ -1,0 +1,195 @@
+"""The byte reader (rep_wire, rep_bulk) gives exactly what NVIDIA's ncu_report gives, on every real report we have.
+
+Every .ncu-rep under tests/data and campaigns/ (H200, ncu 2025.3.1: full, basic and custom sets, 1 to 150
+kernels, attach and k8s captures, NVTX) is read both ways and the Captures compared whole: names, every metric
+value and its unit, strings, rules (section, rule, type, message), sections, section set, ncu version, command
+line. A layout the reader does not know goes to ncu_report; a cut file is refused with what is missing.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfreport.errors import InputError
+from perfreport.ncu import rep, rep_wire
+from perfreport.ncu.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = sorted([*ROOT.glob("tests/data/**/*.ncu-rep.gz"), *ROOT.glob("campaigns/**/*.ncu-rep.gz")])
+MANY = ROOT / "tests/data/h200_oracle/many/many_basic.ncu-rep.gz"  # 150 launches of 3 kernels, basic set
+FULL = ROOT / "tests/data/h200_oracle/oracle_full.ncu-rep.gz"  # 6 different kernels, full set
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+def test_there_are_reports_of_every_kind() -> None:
+    assert len(REPORTS) >= 20
+    sets = {rep.read_rep(p).section_set for p in REPORTS}
+    assert {"full", "basic"} <= sets
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_byte_reader_equals_ncu_report(path: Path) -> None:
+    said: list[str] = []
+    ours = rep.read_rep(path, said.append)
+    theirs = rep.read_rep(path, reader="ncu_report")
+    assert not any("reading with ncu_report" in s for s in said), said  # the byte reader read it itself
+    assert ours == theirs
+    assert ours.launches and all(k.metrics and k.units.keys() == k.metrics.keys() for k in ours.launches)
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+def test_bulk_and_entry_walk_agree(path: Path) -> None:
+    data = gzip.decompress(path.read_bytes())
+    wanted = rep._wanted()
+    a, b = rep_wire.read_report(data, wanted, bulk=False), rep_wire.read_report(data, wanted, bulk=True)
+    assert a == b and a.sessions
+
+
+def test_known_values_of_a_real_gemm() -> None:
+    """Spot values from the report itself (ncu_report printed them): bf16 GEMM 8192x8192x8192 on the H200."""
+    launch = rep.read_rep(FULL).launches[0]
+    assert launch.function == "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
+    assert launch.metrics["gpu__time_duration.sum"] == 1388928.0 and launch.units["gpu__time_duration.sum"] == "ns"
+    assert launch.metrics["launch__registers_per_thread"] == 168.0
+    assert launch.metrics["sm__throughput.avg.pct_of_peak_sustained_elapsed"] == pytest.approx(93.26524960697571)
+    assert launch.grid_size == "(2, 66, 1)" and launch.block_size == "(384, 1, 1)" and launch.cc == "9.0"
+    first = launch.rules[0]
+    assert (first.section, first.rule, first.type) == ("SpeedOfLight", "SOLBottleneck", "1")
+    assert launch.rules[0].description.startswith("This workload is utilizing greater than 80.0%")
+
+
+def test_many_launches_are_read_in_bulk() -> None:
+    """147 of 150 launches repeat the layout of their kernel's first launch: read in bulk, not walked."""
+    from perfreport.ncu.rep_bulk import read_runs
+
+    data = gzip.decompress(MANY.read_bytes())
+    wanted = rep._wanted()
+    report = rep_wire.read_report(data, wanted)
+    assert len(report.actions) == 150 and len({a.function for a in report.actions}) == 3
+    results = _results(data)
+    ids = {i: n for i, n in enumerate(_strings(data)) if n in wanted}
+    runs = read_runs(data, results, ids)
+    assert sum(r is not None for r in runs) == 150  # the first launch matches itself
+
+
+def _strings(data: bytes) -> list[str]:
+    out: list[str] = []
+    p = 8 + int.from_bytes(data[4:8], "little")
+    while p < len(data):
+        size = int.from_bytes(data[p : p + 4], "little")
+        for number, wire, v in rep_wire._fields(data, p + 4, p + 4 + size):
+            if number == 4 and wire == 2:
+                out.extend(data[s:e].decode() for f, w, (s, e) in rep_wire._fields(data, *v) if f == 1)
+        counts = {n: v for n, w, v in rep_wire._fields(data, p + 4, p + 4 + size) if w == 0}
+        p += 4 + size + counts.get(5, 0)
+    return out
+
+
+def _results(data: bytes) -> list[tuple[int, int]]:
+    out = []
+    p = 8 + int.from_bytes(data[4:8], "little")
+    while p < len(data):
+        size = int.from_bytes(data[p : p + 4], "little")
+        counts = {n: v for n, w, v in rep_wire._fields(data, p + 4, p + 4 + size) if w == 0}
+        q = p + 4 + size
+        for k in range(counts.get(1, 0) + counts.get(2, 0)):
+            n = int.from_bytes(data[q : q + 4], "little")
+            if k >= counts.get(1, 0):
+                out.append((q + 4, q + 4 + n))
+            q += 4 + n
+        p = q
+    return out
+
+
+def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> None:
+    """Lengthen one metric entry of launch #4 (a later launch of kernel #1): bulk must notice and walk it."""
+    data = bytearray(gzip.decompress(MANY.read_bytes()))
+    start, end = _results(bytes(data))[3]
+    p, _ = rep_wire.prefix(bytes(data), start, end)
+    assert p is not None
+    wanted = rep._wanted()
+    # swap the first two metric entries: same bytes, other order: header bytes now differ from the template
+    n1 = data[p + 1] + 2
+    n2 = data[p + n1 + 1] + 2
+    first, second = bytes(data[p : p + n1]), bytes(data[p + n1 : p + n1 + n2])
+    assert first != second and data[p] == data[p + n1] == 0x6A
+    data[p : p + n1 + n2] = second + first
+    plain = rep_wire.read_report(bytes(data), wanted, bulk=False)
+    bulk = rep_wire.read_report(bytes(data), wanted, bulk=True)
+    assert plain == bulk
+
+
+def test_unknown_file_version_goes_to_ncu_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rep_wire, "FILE_VERSIONS", frozenset({99}))
+    said: list[str] = []
+    got = rep.read_rep(FULL, said.append)
+    assert any("(file format version 7, this reader knows [99]); reading with ncu_report" in s for s in said), said
+    monkeypatch.undo()
+    assert got == rep.read_rep(FULL)
+
+
+def test_unknown_rule_message_type_goes_to_ncu_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rep_wire, "_MSG_TYPES", {0: "0", 1: "1", 2: "3"})  # as if 4 were never seen
+    said: list[str] = []
+    got = rep.read_rep(FULL, said.append)
+    assert any("rule message type 4" in s for s in said), said
+    monkeypatch.undo()
+    assert got == rep.read_rep(FULL)
+
+
+def test_a_metric_without_a_known_unit_goes_to_ncu_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = load_catalog()
+    units = dict(cat.rep_units)
+    del units["gpu__time_duration.sum"]
+    monkeypatch.setattr(rep, "load_catalog", lambda: type(cat)(**{**cat.__dict__, "rep_units": units}))
+    said: list[str] = []
+    got = rep.read_rep(FULL, said.append)
+    assert any("no unit known for gpu__time_duration.sum" in s for s in said), said
+    assert got.launches[0].units["gpu__time_duration.sum"] == "ns"
+
+
+@pytest.mark.parametrize("cut", [100_000, 200_000, 5_000_000, -700_000, -1])
+def test_a_cut_report_is_refused_with_what_is_missing(tmp_path: Path, cut: int) -> None:
+    data = gzip.decompress(FULL.read_bytes())
+    part = data[:cut]
+    path = tmp_path / "cut.ncu-rep"
+    path.write_bytes(part)
+    with pytest.raises(InputError) as err:
+        rep.read_rep(path)
+    msg = err.value.message
+    assert f"({len(part)} bytes)" in msg and "truncated or damaged" in msg and "==PROF== Report:" in msg
+    if cut in (100_000, 200_000):  # inside the string table, inside the first kernel
+        assert "holds no profiled kernel" in msg
+    else:
+        assert "whole kernel(s) before it" in msg
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_damaged_bytes_never_crash_the_reader(data: st.DataObject) -> None:
+    """Any byte flipped or cut: the reader returns a report, or says the layout is unknown or the file is cut;
+    bulk and entry walks still agree (no other exception, no half result)."""
+    raw = bytearray(_SMALL)
+    for _ in range(data.draw(st.integers(1, 8))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(8, len(raw)))]
+    wanted = rep._wanted()
+    outcomes = []
+    for bulk in (False, True):
+        try:
+            outcomes.append(rep_wire.read_report(bytes(raw), wanted, bulk=bulk))
+        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
+            outcomes.append(type(exc).__name__)
+    assert outcomes[0] == outcomes[1]
+
+
+_SMALL = gzip.decompress((ROOT / "tests/data/h200_shared/attach_basic.ncu-rep.gz").read_bytes())  # 2 launches
