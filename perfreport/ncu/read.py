@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfreport.errors import InputError
 from perfreport.ncu.model import Capture
+
+if TYPE_CHECKING:
+    from perfreport.ncu.rep import FileHash
 
 REP_SUFFIXES = (".ncu-rep", ".ncu-rep.gz", ".ncu-repz")
 CSV_SUFFIXES = (".csv", ".log", ".txt", ".csv.gz", ".log.gz", ".txt.gz")  # gzip: the strict reader
@@ -15,11 +19,17 @@ CSV_SUFFIXES = (".csv", ".log", ".txt", ".csv.gz", ".log.gz", ".txt.gz")  # gzip
 Progress = Callable[[str], None]
 
 
-def read_export(path: Path, progress: Progress | None = None) -> Capture:
+def is_report(path: Path) -> bool:
+    """A .ncu-rep by its name (read_export also knows one by its first bytes)."""
+    return path.name.lower().endswith(REP_SUFFIXES)
+
+
+def read_export(path: Path, progress: Progress | None = None, digest: FileHash | None = None) -> Capture:
     """Read a .ncu-rep[.gz] through ncu_report, or an ncu CSV (raw or details page, or a profiling log).
 
-    `progress` gets a line now and then while a report's kernels are read (ncu_report parses a full-set kernel
-    in 10-25 ms: 2,000 kernels take most of a minute); a CSV is read in one pass (about 1 s per 50 MB).
+    `progress` gets a line now and then while a report's kernels are read (the byte reader needs well under a
+    millisecond a kernel; ncu_report, for layouts the byte reader does not know, 10-25 ms a full-set kernel);
+    a CSV is read in one pass (about 1 s per 50 MB). `digest`: a report's hash already started (rep.FileHash).
     """
     if not path.exists():
         raise InputError(f"capture '{path}': no such file. Pass a .ncu-rep, an ncu CSV export, or a bundle folder.")
@@ -29,7 +39,7 @@ def read_export(path: Path, progress: Progress | None = None) -> Capture:
     if name.endswith(REP_SUFFIXES):
         from perfreport.ncu.rep import read_rep
 
-        return read_rep(path, progress)
+        return read_rep(path, progress, digest=digest)
     if name.endswith(CSV_SUFFIXES):
         from perfreport.ncu.catalog import load_catalog
         from perfreport.ncu.csv_read import read_csv_export

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import mmap
+import os
 import re
 import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.names import function_name
 from perfreport.ncu.read import Progress
-from perfreport.ncu.rep_wire import Action
+from perfreport.ncu.rep_wire import Action, ReportBytes
 from perfreport.ncu.sets import infer_section_set
 
 MAGIC = b"NVR\x00"
@@ -125,20 +127,25 @@ def _from_ncu_report(act: Any, wanted: frozenset[str]) -> Action:
     return out
 
 
-def _launch(act: Action, index: int, needed: list[str]) -> KernelLaunch:
+def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None) -> KernelLaunch:
+    """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units."""
     metrics: dict[str, float] = {}
-    units: dict[str, str] = {}
+    unit: dict[str, str] = {}
     text: dict[str, str] = {}
-    for name in needed:
-        value = act.values.get(name)
+    values = act.values
+    for name in sorted(values.keys() & needed):
+        value = values[name]
         if isinstance(value, str):
             text[name] = value
-        elif value is not None:
-            metrics[name] = float(value)
-            units[name] = act.units[name]
+            continue
+        metrics[name] = float(value)
+        got = act.units.get(name) if units is None else units.get(name)
+        if got is None:
+            raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
+        unit[name] = got
 
     def attr(name: str) -> str:
-        value = act.values.get(name)
+        value = values.get(name)
         return "" if value is None else str(value)
 
     grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
@@ -158,7 +165,7 @@ def _launch(act: Action, index: int, needed: list[str]) -> KernelLaunch:
         block_size=f"({', '.join(block)})" if all(block) else "",
         grid_size=f"({', '.join(grid)})" if all(grid) else "",
         metrics=metrics,
-        units=units,
+        units=unit,
         text=text,
         rules=act.rules,
     )
@@ -178,62 +185,59 @@ def progress_steps(total: int, parts: int = 10) -> set[int]:
 REP_READERS = ("auto", "ncu_report")
 
 
-def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto") -> Capture:
+def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
+             digest: FileHash | None = None) -> Capture:
     """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
 
     `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
     is one it does not know; "ncu_report" always uses NVIDIA's module. Both give the same Capture.
     `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
+    `digest`: the file's hash already started (FileHash(path)); else it starts here, beside the parse.
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
-    sha = _Sha()
-    try:
-        data = _report_bytes(path, sha)
+    with _report_bytes(path) as data:
+        sha = digest if digest is not None and digest.path == path else FileHash(path)
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
                 f"Pass the file written by `ncu -o NAME` (NAME.ncu-rep), or an ncu CSV export."
             )
         wanted = _wanted()
-        actions: list[Action] | None = None
+        needed = frozenset(load_catalog().needed())
+        launches: list[KernelLaunch] | None = None
+        sections: set[str] = set()
         if reader == "auto":
             try:
                 report = rep_wire.read_report(data, wanted)
-                actions, (version, cmdline) = report.actions, _session_facts(report.sessions)
-                _units(actions)
+                units = load_catalog().rep_units
+                launches = [_launch(a, i, needed, units) for i, a in enumerate(report.actions)]
+                sections = {s for a in report.actions for s in a.sections}
+                version, cmdline = _session_facts(report.sessions)
             except rep_wire.Truncated as cut:
                 raise _truncated(path, len(data), cut) from None
             except rep_wire.UnknownLayout as exc:
-                actions = None
+                launches = None
                 if progress is not None:
                     progress(f"{path.name}: layout not known to the byte reader ({exc}); reading with ncu_report")
-        del data
-        said = actions is None  # ncu_report (seconds to minutes for a large report) reports while it reads
-        if actions is None:
+            if launches is not None and progress is not None:  # read in well under a second: the lines at once
+                for k in sorted(progress_steps(len(launches))):
+                    progress(f"{path.name}: {k}/{len(launches)} kernels read")
+        if launches is None:
             actions, (version, cmdline) = _read_ncu_report(path, wanted, progress)
-        digest = sha.result()
-    finally:
-        sha.close()
-    if not actions:
+            launches = [_launch(a, i, needed, None) for i, a in enumerate(actions)]
+            sections = {s for a in actions for s in a.sections}
+    if not launches:
         raise InputError(
             f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
             f"was copied while ncu was still writing it, or the capture matched no kernel. Re-copy the "
             f"report after ncu prints '==PROF== Report:', or re-capture with a --kernel-name that matches."
         )
-    needed = load_catalog().needed()
-    report_at = progress_steps(len(actions)) if progress is not None and not said else set()
-    launches = []
-    for i, act in enumerate(actions):
-        launches.append(_launch(act, i, needed))
-        if progress is not None and i + 1 in report_at:
-            progress(f"{path.name}: {i + 1}/{len(actions)} kernels read")
-    sections = {s for a in actions for s in a.sections}
     gpu = next((k.text.get(load_catalog().text["gpu"]) for k in launches if k.text), None)
     return Capture(
         source_path=str(path),
         source_format="ncu-rep",
-        sha256=digest,
+        sha256=sha.result(),
         ncu_version=version,
         gpu=gpu,
         section_set=infer_section_set(sorted(sections), cmdline),
@@ -243,57 +247,59 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto")
     )
 
 
-class _Sha:
-    """SHA-256 of the file's bytes, computed on a second thread while the report is parsed.
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
 
-    One update() over the whole buffer: hashlib frees the GIL for it, so the parse (pure Python) and the hash
-    (C) run on two cores; chunked reads would wait for the GIL at every chunk (switch interval 5 ms).
-    """
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
-        self._future: Future[str] | None = None
+def _sha256_mapped(path: Path) -> str:
+    """SHA-256 of a file in one update() over its mapping: hashlib frees the GIL for all of it (a chunked read
+    would wait for the GIL at every chunk while the parse, pure Python, holds it)."""
+    with path.open("rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return hashlib.sha256(b"").hexdigest()
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return hashlib.sha256(mm).hexdigest()
 
-    def start(self, raw: bytes) -> None:
-        self._future = self._pool.submit(lambda: hashlib.sha256(raw).hexdigest())
+
+class FileHash:
+    """A file's SHA-256 computed on a second core, started as early as the caller knows the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._future: Future[str] = _HASHER.submit(_sha256_mapped, path)
 
     def result(self) -> str:
-        assert self._future is not None
-        return self._future.result()
+        try:
+            return self._future.result()
+        except OSError as exc:
+            raise InputError(f"report '{self.path}': cannot read it ({exc.strerror or exc}).") from exc
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
 
-
-def _report_bytes(path: Path, sha: _Sha) -> bytes:
-    """The report's bytes (a .gz decompressed in memory); the hash of the file's own bytes starts on `sha`."""
+@contextmanager
+def _report_bytes(path: Path) -> Iterator[ReportBytes]:
+    """The report's bytes: the file mapped (not copied), or a .gz decompressed in memory."""
     try:
-        raw = path.read_bytes()
+        fh = path.open("rb")
     except OSError as exc:
         raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
-    sha.start(raw)
-    if path.suffix != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(
-            f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
-            f"re-compress the original report with `gzip -k R.ncu-rep` or pass the .ncu-rep itself."
-        ) from exc
-
-
-def _units(actions: list[Action]) -> None:
-    """Give the byte reader's values ncu_report's units (metrics.yaml rep_units, read from ncu_report itself)."""
-    table = load_catalog().rep_units
-    for act in actions:
-        for name, value in act.values.items():
-            if isinstance(value, str) or name in _ATTRS:
-                continue
-            unit = table.get(name)
-            if unit is None:
-                raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
-            act.units[name] = unit
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        raw: ReportBytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            if path.suffix != ".gz":
+                yield raw
+                return
+            try:
+                data = gzip.decompress(raw)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(
+                    f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
+                    f"re-compress the original report with `gzip -k R.ncu-rep` or pass the .ncu-rep itself."
+                ) from exc
+            yield data
+        finally:
+            if isinstance(raw, mmap.mmap):
+                with suppress(BufferError):  # a view into it is still referenced (an error's traceback): GC closes
+                    raw.close()
 
 
 def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:

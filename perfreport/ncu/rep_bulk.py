@@ -22,6 +22,7 @@ from perfreport.ncu.rep_wire import (
     _ID_TAG,
     _METRIC_TAG,
     _VALUE_TAG,
+    ReportBytes,
     UnknownLayout,
     _value,
     _varint,
@@ -52,7 +53,7 @@ class _Template:
     nid: np.ndarray  # its NameId
 
 
-def _template(b: bytes, start: int, end: int, wanted: dict[int, str]) -> _Template:
+def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _Template:
     at: list[int] = []
     body: list[int] = []
     stop: list[int] = []
@@ -90,7 +91,7 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     return ok
 
 
-def read_runs(b: bytes, results: list[tuple[int, int]], wanted: dict[int, str]) -> list[Run | None]:
+def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, str]) -> list[Run | None]:
     """The metric run of every result that repeats an earlier launch of its kernel (None: walk it yourself)."""
     u = np.frombuffer(b, dtype=np.uint8)
     starts = np.zeros(len(results), dtype=np.int64)
@@ -141,7 +142,7 @@ def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, 1 + two + three
 
 
-def _values(b: bytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, stop: np.ndarray, nid: np.ndarray,
+def _values(b: ReportBytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, stop: np.ndarray, nid: np.ndarray,
             wanted: dict[int, str], runs: list[Run | None]) -> None:
     """Decode the wanted entries' values (doubles and varints in bulk, the rest one by one), as rep_wire does."""
     _, nb = _varints(u, body + 1)
