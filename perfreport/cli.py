@@ -44,7 +44,13 @@ def cli() -> None:
                    "evidence-bundle folder with ncu-profiles/. Example: --bundle gemm_full.ncu-rep")
 @click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written ncu_kernels.json path and summary as JSON.")
-def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool) -> None:
+@click.option("--rep-reader", type=click.Choice(["auto", "ncu_report"]), default="auto", show_default=True,
+              envvar="PERFREPORT_REP_READER",
+              help="How a .ncu-rep is read: auto reads the report's bytes directly (held equal to ncu_report by "
+                   "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
+                   "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
+def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool,
+                   rep_reader: str) -> None:
     """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
 
     \b
@@ -55,7 +61,8 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
     from perfreport.importer import import_ncu
     from perfreport.summary import print_import_summary
 
-    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True))
+    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
+                        rep_reader=rep_reader)
     print_import_summary(result, as_json=as_json)
 
 

@@ -85,11 +85,11 @@ def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: 
 
 
 def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False,
-               progress: Progress | None = None) -> ImportResult:
+               progress: Progress | None = None, rep_reader: str = "auto") -> ImportResult:
     """Read every capture, derive, then write the cell file once (nothing is written if any input fails).
 
     `progress` (the CLI prints to stderr) gets one line per input file and, for a large report, a line about
-    every tenth of its kernels.
+    every tenth of its kernels. `rep_reader` "ncu_report" reads reports with NVIDIA's module only (rep.read_rep).
     """
     check_id("cell", cell_id)
     hashes = _start_hashes(bundle_path)  # a report's SHA-256 runs on the second core while config and parse run
@@ -111,8 +111,10 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
         if progress is not None:
             size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
             progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
-        capture = read_export(path, progress, hashes.get(path))
+        capture = read_export(path, progress, hashes.get(path), rep_reader)
         entries = summarize_capture(capture, ctx, path.name)
+        if path in hashes:  # started before the config was read; collected once the derivation is done
+            capture.sha256 = hashes[path].result()
         sources.append(_source_record(capture, path.name, len(entries)))
         kernels.extend(entries)
         warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)

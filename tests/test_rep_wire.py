@@ -193,3 +193,27 @@ def test_damaged_bytes_never_crash_the_reader(data: st.DataObject) -> None:
 
 
 _SMALL = gzip.decompress((ROOT / "tests/data/h200_shared/attach_basic.ncu-rep.gz").read_bytes())  # 2 launches
+
+
+def test_the_cli_gives_the_same_cell_with_either_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import ONE_CELL_CONFIG, run_cli_streams
+
+    cells = []
+    for how in ("auto", "option", "env"):
+        camp = tmp_path / how
+        camp.mkdir()
+        (camp / "config.yaml").write_text(ONE_CELL_CONFIG)
+        args = ["import_ncu", "--campaign", str(camp), "--cell-id", "c1", "--bundle", str(MANY)]
+        monkeypatch.delenv("PERFREPORT_REP_READER", raising=False)
+        if how == "option":
+            args += ["--rep-reader", "ncu_report"]
+        elif how == "env":
+            monkeypatch.setenv("PERFREPORT_REP_READER", "ncu_report")
+        code, out, err = run_cli_streams(*args)
+        assert code == 0, err
+        cells.append((camp / "cells/c1/ncu_kernels.json").read_text())
+    assert cells[0] == cells[1] == cells[2] and '"launches": 150' in cells[0]
+    monkeypatch.delenv("PERFREPORT_REP_READER", raising=False)
+    code, out, err = run_cli_streams("import_ncu", "--campaign", str(tmp_path / "auto"), "--cell-id", "c1",
+                                     "--bundle", str(MANY), "--rep-reader", "guess")
+    assert code != 0 and "'guess' is not one of 'auto', 'ncu_report'" in err

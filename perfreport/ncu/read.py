@@ -24,7 +24,8 @@ def is_report(path: Path) -> bool:
     return path.name.lower().endswith(REP_SUFFIXES)
 
 
-def read_export(path: Path, progress: Progress | None = None, digest: FileHash | None = None) -> Capture:
+def read_export(path: Path, progress: Progress | None = None, digest: FileHash | None = None,
+                rep_reader: str = "auto") -> Capture:
     """Read a .ncu-rep[.gz] through ncu_report, or an ncu CSV (raw or details page, or a profiling log).
 
     `progress` gets a line now and then while a report's kernels are read (the byte reader needs well under a
@@ -39,7 +40,7 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
     if name.endswith(REP_SUFFIXES):
         from perfreport.ncu.rep import read_rep
 
-        return read_rep(path, progress, digest=digest)
+        return read_rep(path, progress, rep_reader, digest)
     if name.endswith(CSV_SUFFIXES):
         from perfreport.ncu.catalog import load_catalog
         from perfreport.ncu.csv_read import read_csv_export
@@ -50,7 +51,7 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
     if head == b"NVR\x00":
         from perfreport.ncu.rep import read_rep
 
-        return read_rep(path, progress)
+        return read_rep(path, progress, rep_reader)
     raise InputError(
         f"capture '{path}': unknown file type (expected a name ending in "
         f"{', '.join(REP_SUFFIXES + CSV_SUFFIXES)}). Export with `ncu -o NAME` or "

@@ -96,9 +96,10 @@ def _file_session_facts(path: Path) -> tuple[str | None, str | None]:
 
 
 # read besides the catalog's metrics: a launch's identity and place (kept as text, as ncu prints them)
-_ATTRS = ("launch__process_id", "launch__context_id", "launch__stream_id", "launch__device_id",
-          *(f"launch__grid_dim_{a}" for a in "xyz"), *(f"launch__block_dim_{a}" for a in "xyz"),
-          "device__attribute_compute_capability_major", "device__attribute_compute_capability_minor")
+_GRID = tuple(f"launch__grid_dim_{a}" for a in "xyz")
+_BLOCK = tuple(f"launch__block_dim_{a}" for a in "xyz")
+_CC = ("device__attribute_compute_capability_major", "device__attribute_compute_capability_minor")
+_ATTRS = ("launch__process_id", "launch__context_id", "launch__stream_id", "launch__device_id", *_GRID, *_BLOCK, *_CC)
 
 
 def _wanted() -> frozenset[str]:
@@ -148,10 +149,9 @@ def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, st
         value = values.get(name)
         return "" if value is None else str(value)
 
-    grid = tuple(attr(f"launch__grid_dim_{a}") for a in "xyz")
-    block = tuple(attr(f"launch__block_dim_{a}") for a in "xyz")
-    major = attr("device__attribute_compute_capability_major")
-    minor = attr("device__attribute_compute_capability_minor")
+    grid = [attr(name) for name in _GRID]
+    block = [attr(name) for name in _BLOCK]
+    major, minor = attr(_CC[0]), attr(_CC[1])
     return KernelLaunch(
         launch_id=index,
         name=act.demangled,
@@ -192,12 +192,15 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
     is one it does not know; "ncu_report" always uses NVIDIA's module. Both give the same Capture.
     `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
-    `digest`: the file's hash already started (FileHash(path)); else it starts here, beside the parse.
+    `digest`: the file's hash, already started by the caller (FileHash(path)), who also collects it: the
+    Capture's sha256 is left "" for the caller to set from digest.result() once it has used the parse time
+    (the importer does after the derivation). Without it the hash starts here, beside the parse, and is set.
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
     with _report_bytes(path) as data:
-        sha = digest if digest is not None and digest.path == path else FileHash(path)
+        own = digest is None or digest.path != path
+        sha = FileHash(path) if own or digest is None else digest
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
@@ -237,7 +240,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     return Capture(
         source_path=str(path),
         source_format="ncu-rep",
-        sha256=sha.result(),
+        sha256=sha.result() if own else "",
         ncu_version=version,
         gpu=gpu,
         section_set=infer_section_set(sorted(sections), cmdline),

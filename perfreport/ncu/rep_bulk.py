@@ -54,7 +54,8 @@ class _Template:
 
 
 def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _Template:
-    at: list[int] = []
+    at: list[int] = []  # each entry's start and header length (tag, length varint, NameId tag and varint)
+    size: list[int] = []
     body: list[int] = []
     stop: list[int] = []
     nid: list[int] = []
@@ -64,7 +65,8 @@ def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _
         if b[q] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {q}")
         ident, r = _varint(b, q + 1)
-        at.extend(range(p - start, r - start))
+        at.append(p - start)
+        size.append(r - p)
         if ident in wanted:
             body.append(q - start)
             stop.append(q + n - start)
@@ -72,7 +74,9 @@ def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _
         p = q + n
     if p > end:
         raise UnknownLayout(f"metric entry runs past its result at byte {end}")
-    head_at = np.array(at, dtype=np.int64)
+    first, sizes = np.array(at, dtype=np.int64), np.array(size, dtype=np.int64)
+    inside = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    head_at = np.repeat(first, sizes) + inside
     return _Template(head_at, np.frombuffer(b, np.uint8)[start + head_at], p - start,
                      np.array(body, dtype=np.int64), np.array(stop, dtype=np.int64), np.array(nid, dtype=np.int64))
 

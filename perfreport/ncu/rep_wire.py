@@ -35,6 +35,8 @@ FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read
 _METRIC_TAG = 13 << 3 | 2
 _ID_TAG = 1 << 3 | 0
 _VALUE_TAG = 2 << 3 | 2
+_SECTION_TAG = 17 << 3 | 2
+_RULE_TAG = 19 << 3 | 2
 # The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
 # numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
 _MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
@@ -175,12 +177,17 @@ def _skip(b: ReportBytes, p: int, key: int) -> int:
     """Skip the value of a field whose key was just read (p: right after the key)."""
     wire = key & 7
     if wire == 0:
-        return _varint(b, p)[1]
-    if wire == 1 or wire == 5:
-        return p + (8 if wire == 1 else 4)
+        while b[p] >= 0x80:
+            p += 1
+        return p + 1
     if wire == 2:
+        n = b[p]
+        if n < 0x80:
+            return p + 1 + n
         n, p = _varint(b, p)
         return p + n
+    if wire == 1 or wire == 5:
+        return p + (8 if wire == 1 else 4)
     raise UnknownLayout(f"wire type {wire} (field {key >> 3}) at byte {p}")
 
 
@@ -297,16 +304,18 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     Rule results repeat across launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is
     parsed once, by its bytes.
     """
-    names = {5: "", 6: "", 7: ""}
-    act = Action("", "", "")
+    name = function = demangled = ""
+    values: dict[str, float | int | str] = {}
+    rules: list[Rule] = []
+    sections: list[str] = []
     while p < end:
         key = b[p]
         if key == _METRIC_TAG:
             if walked is not None and p == walked.start:
-                act.values.update(walked.values)
+                values.update(walked.values)
                 p = walked.stop
             else:
-                p = _metrics(b, p, end, wanted, act.values)
+                p = _metrics(b, p, end, wanted, values)
             continue
         if key < 0x80:
             p += 1
@@ -316,41 +325,40 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         else:
             key, p = _varint(b, p)
         wire = key & 7
-        if wire == 0:
+        if wire == 2:
+            n = b[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = _varint(b, p)
+            start, p = p, p + n
+            if key == _RULE_TAG:
+                raw = b[start:p]
+                got = rule_cache.get(raw)
+                if got is None:
+                    got = rule_cache[raw] = []
+                    _rules(b, (start, p), got)
+                rules.extend(got)
+            elif key == _SECTION_TAG:
+                sections.append(_section_id(b, (start, p)))
+            elif key == 5 << 3 | 2:
+                name = b[start:p].decode("utf-8", "replace")
+            elif key == 6 << 3 | 2:
+                function = b[start:p].decode("utf-8", "replace")
+            elif key == 7 << 3 | 2:
+                demangled = b[start:p].decode("utf-8", "replace")
+        elif wire == 0:
             if b[p] < 0x80:
                 p += 1
             else:
                 _, p = _varint(b, p)
-            continue
-        if wire == 1 or wire == 5:
+        elif wire == 1 or wire == 5:
             p += 8 if wire == 1 else 4
-            continue
-        if wire != 2:
-            raise UnknownLayout(f"wire type {wire} (result field {key >> 3}) at byte {p}")
-        n = b[p]
-        if n < 0x80:
-            p += 1
         else:
-            n, p = _varint(b, p)
-        span = (p, p + n)
-        p += n
-        number = key >> 3
-        if number == 19:
-            raw = b[span[0] : span[1]]
-            rules = rule_cache.get(raw)
-            if rules is None:
-                rules = rule_cache[raw] = []
-                _rules(b, span, rules)
-            act.rules.extend(rules)
-        elif number == 17:
-            act.sections.append(_section_id(b, span))
-        elif number in names:
-            names[number] = _text(b, span)
+            raise UnknownLayout(f"wire type {wire} (result field {key >> 3}) at byte {p}")
     if p != end:
         raise UnknownLayout(f"result ends at byte {p}, its size says {end}")
-    act.name, act.function = names[5], names[6]
-    act.demangled = names[7] or names[5]
-    return act
+    return Action(name, function, demangled or name, values, {}, rules, sections)
 
 
 def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
@@ -367,21 +375,19 @@ def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, bytes]:
     """Where the result b[p:end]'s first metric entry starts (None: it has none), and its launch name's bytes."""
     name = b""
     while p < end:
-        if b[p] == _METRIC_TAG:
+        key = b[p]
+        if key == _METRIC_TAG:
             return p, name
-        key, p = _varint(b, p)
-        wire = key & 7
-        if wire == 0:
-            _, p = _varint(b, p)
-        elif wire == 2:
-            n, p = _varint(b, p)
-            if key == 5 << 3 | 2:
-                name = b[p : p + n]
-            p += n
-        elif wire in (1, 5):
-            p += 8 if wire == 1 else 4
+        if key < 0x80:
+            p += 1
         else:
-            raise UnknownLayout(f"wire type {wire} at byte {p}")
+            key, p = _varint(b, p)
+        if key == 5 << 3 | 2:
+            n, p = _varint(b, p)
+            name = b[p : p + n]
+            p += n
+        else:
+            p = _skip(b, p, key)
     return None, name
 
 
