@@ -7,6 +7,8 @@ measurement's own):
   - the whole perfreport import (parse, unit normalization, derivation, JSON write),
   - .ncu-rep import of the same kernels vs the raw-CSV import of those kernels, and vs a bare ncu_report read
     of that report (load it, decode every action, read every metric value).
+  - the same comparison at --kernels scale, reports replicated by kernel (rep_replicate.py), with the SHA-256 of
+    each file alone: the provenance hash is the floor of any import of a 2.6 MB-a-kernel full-set report.
 Prints MB/s, peak memory (VmHWM minus RSS before the step) and ratios against the fastest bare parse.
 
     .venv/bin/python benchmarks/bench_import.py [--kernels 2016] [--repeat 3]
@@ -101,6 +103,15 @@ elif kind == "ncu_report":  # the bare read of a .ncu-rep: load, decode every ac
                     act.metric_by_name(name).value()
                     values += 1
         return values
+elif kind == "sha256":  # the provenance hash alone: what any import of this file must at least spend
+    import hashlib
+    def run():
+        h = hashlib.sha256()
+        with path.open("rb", buffering=0) as fh:
+            view = memoryview(bytearray(64 << 20))
+            while n := fh.readinto(view):
+                h.update(view[:n])
+        return h.hexdigest()
 elif kind == "perfreport":
     from perfreport.importer import import_ncu
     import tempfile
@@ -161,19 +172,39 @@ def _plain(path: Path, work: Path) -> Path:
     return out
 
 
-def rep_vs_csv(rep_gz: Path, csv_path: Path, section_set: str, work: Path, repeat: int) -> dict[str, float]:
-    """Whole .ncu-rep import vs whole raw-CSV import of the same kernels, and vs a bare ncu_report read."""
-    rep, csv = _plain(rep_gz, work), _plain(csv_path, work)
+def rep_vs_csv(rep_path: Path, csv_path: Path, label: str, work: Path, repeat: int, bare: bool = True) -> dict:
+    """Whole .ncu-rep import vs whole raw-CSV import of the same kernels; the SHA-256 of each file alone (the
+    provenance hash every import must compute); and a bare ncu_report read of the report (`bare`)."""
+    rep, csv = _plain(rep_path, work), _plain(csv_path, work)
     n = sum(1 for _ in csv.open()) - 2  # header and units rows
-    t_rep, t_csv, t_bare = (measure(kind, path, work, repeat)["seconds"]
-                            for kind, path in (("perfreport", rep), ("perfreport", csv), ("ncu_report", rep)))
-    print(f"\nsame {n} kernels ({rep.stat().st_size / 1e6:.1f} MB .ncu-rep, {section_set} set): .ncu-rep import "
-          f"{t_rep:.3f} s, raw CSV import {t_csv:.3f} s, rep/csv = {t_rep / t_csv:.2f}x; per kernel "
-          f"{t_rep / n * 1e3:.2f} ms (rep) vs {t_csv / n * 1e3:.2f} ms (csv)")
-    print(f"  bare ncu_report read of that report (load, decode every action, read every metric value): "
-          f"{t_bare:.3f} s; the .ncu-rep import = {t_rep / t_bare:.2f}x of it")
-    return {"kernels": n, "rep_seconds": t_rep, "csv_seconds": t_csv, "ratio": t_rep / t_csv,
-            "bare_ncu_report_seconds": t_bare, "rep_over_bare": t_rep / t_bare}
+    t_rep, t_csv, h_rep, h_csv = (measure(kind, path, work, repeat)["seconds"] for kind, path in (
+        ("perfreport", rep), ("perfreport", csv), ("sha256", rep), ("sha256", csv)))
+    mb_rep, mb_csv = rep.stat().st_size / 1e6, csv.stat().st_size / 1e6
+    print(f"\nsame {n} kernels ({label}): .ncu-rep {mb_rep:.1f} MB import {t_rep:.3f} s, raw CSV {mb_csv:.1f} MB "
+          f"import {t_csv:.3f} s, rep/csv = {t_rep / t_csv:.2f}x; per kernel {t_rep / n * 1e3:.3f} ms (rep) vs "
+          f"{t_csv / n * 1e3:.3f} ms (csv)")
+    print(f"  SHA-256 alone: of the .ncu-rep {h_rep:.3f} s (= {h_rep / t_csv:.2f}x the whole CSV import), of the CSV "
+          f"{h_csv:.3f} s; .ncu-rep import minus its hash = {(t_rep - h_rep) / t_csv:.2f}x the CSV import")
+    out = {"kernels": n, "rep_mb": mb_rep, "csv_mb": mb_csv, "rep_seconds": t_rep, "csv_seconds": t_csv,
+           "ratio": t_rep / t_csv, "rep_sha256_seconds": h_rep, "csv_sha256_seconds": h_csv}
+    if bare:
+        t_bare = measure("ncu_report", rep, work, repeat)["seconds"]
+        print(f"  bare ncu_report read of that report (load, decode every action, read every metric value): "
+              f"{t_bare:.3f} s; the .ncu-rep import = {t_rep / t_bare:.2f}x of it")
+        out.update(bare_ncu_report_seconds=t_bare, rep_over_bare=t_rep / t_bare)
+    return out
+
+
+def build_rows(src: Path, dst: Path, kernels: int) -> None:
+    """A raw CSV of `kernels` rows: the real export's rows cycled with fresh IDs (as build_raw)."""
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines(keepends=True) if src.suffix == ".gz" \
+        else _lines(src)
+    with dst.open("w", encoding="utf-8") as out:
+        out.write(lines[0])
+        out.write(lines[1])
+        for i in range(kernels):
+            row = lines[2 + i % (len(lines) - 2)]
+            out.write(f'"{i}"' + row[row.index(","):])
 
 
 def main() -> int:
@@ -194,12 +225,28 @@ def main() -> int:
             res = {k: measure(k, path, work, args.repeat) for k in [*bare, "perfreport"]}
             out[title] = report(title, path, res, bare)
         # .ncu-rep vs raw CSV of the same kernels (whole import each), the report as ncu writes it: the 6 oracle
-        # kernels (full set), then 150 launches captured with --set basic (tests/data/h200_oracle/many/)
+        # kernels (full set), then 150 launches captured with --set basic (tests/data/h200_oracle/many/); small
+        # imports are timed best of 7 (tens of ms, noisy on a shared machine)
+        small = max(args.repeat, 7)
         out["rep_vs_csv_same_kernels"] = rep_vs_csv(ORACLE / "oracle_full.ncu-rep.gz", ORACLE / "oracle_full-raw.csv",
-                                                    "full", work, args.repeat)
+                                                    "6 H200 kernels, full set", work, small)
         out["rep_vs_csv_many_kernels"] = rep_vs_csv(ORACLE / "many" / "many_basic.ncu-rep.gz",
-                                                    ORACLE / "many" / "many_basic-raw.csv.gz", "basic", work,
-                                                    args.repeat)
+                                                    ORACLE / "many" / "many_basic-raw.csv.gz",
+                                                    "150 H200 launches, basic set", work, small)
+        # the same at --kernels scale: the reports replicated by kernel (benchmarks/rep_replicate.py), the raw
+        # CSVs by row. The full-set one is the very kernels of the big raw CSV above (oracle_full, cycled).
+        from rep_replicate import replicate
+        for key, src_rep, src_csv, label in (
+                ("rep_vs_csv_basic_at_scale", ORACLE / "many" / "many_basic.ncu-rep.gz",
+                 ORACLE / "many" / "many_basic-raw.csv.gz", "basic set"),
+                ("rep_vs_csv_full_at_scale", ORACLE / "oracle_full.ncu-rep.gz", ORACLE / "oracle_full-raw.csv",
+                 "full set, the big raw CSV's kernels")):
+            big_rep, big_csv = work / f"{key}.ncu-rep", work / f"{key}-raw.csv"
+            big_rep.write_bytes(replicate(gzip.decompress(src_rep.read_bytes()), args.kernels))
+            build_rows(src_csv, big_csv, args.kernels)
+            out[key] = rep_vs_csv(big_rep, big_csv, f"{args.kernels} kernels replicated, {label}", work,
+                                  args.repeat, bare=False)
+            big_rep.unlink()
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     return 0

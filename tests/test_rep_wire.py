@@ -217,3 +217,22 @@ def test_the_cli_gives_the_same_cell_with_either_reader(tmp_path: Path, monkeypa
     code, out, err = run_cli_streams("import_ncu", "--campaign", str(tmp_path / "auto"), "--cell-id", "c1",
                                      "--bundle", str(MANY), "--rep-reader", "guess")
     assert code != 0 and "'guess' is not one of 'auto', 'ncu_report'" in err
+
+
+def test_a_report_replicated_by_kernel_is_one_ncu_report_reads(tmp_path: Path) -> None:
+    """benchmarks/rep_replicate.py (the bench's large reports): ncu_report reads the copy, every replicated
+    kernel equals its original, and the byte reader agrees (bulk: repeats of the same six kernels)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from rep_replicate import replicate
+
+    big = tmp_path / "big.ncu-rep"
+    big.write_bytes(replicate(gzip.decompress(FULL.read_bytes()), 14))
+    theirs = rep.read_rep(big, reader="ncu_report")
+    ours = rep.read_rep(big)
+    assert len(theirs.launches) == 14 and ours == theirs
+    for i, launch in enumerate(ours.launches):
+        first = ours.launches[i % 6]
+        assert (launch.name, launch.metrics, launch.units, launch.rules) == (
+            first.name, first.metrics, first.units, first.rules)

@@ -128,22 +128,44 @@ def _from_ncu_report(act: Any, wanted: frozenset[str]) -> Action:
     return out
 
 
-def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None) -> KernelLaunch:
-    """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units."""
-    metrics: dict[str, float] = {}
+_Layout = tuple[list[str], list[str], dict[str, str]]  # numeric metric names (sorted), text names, their units
+
+
+def _layout(act: Action, needed: frozenset[str], units: dict[str, str] | None) -> _Layout:
+    numeric: list[str] = []
+    text: list[str] = []
     unit: dict[str, str] = {}
-    text: dict[str, str] = {}
-    values = act.values
-    for name in sorted(values.keys() & needed):
-        value = values[name]
-        if isinstance(value, str):
-            text[name] = value
+    for name in sorted(act.values.keys() & needed):
+        if isinstance(act.values[name], str):
+            text.append(name)
             continue
-        metrics[name] = float(value)
+        numeric.append(name)
         got = act.units.get(name) if units is None else units.get(name)
         if got is None:
             raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
         unit[name] = got
+    return numeric, text, unit
+
+
+def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None,
+            layouts: dict[tuple[tuple[str, type], ...], _Layout] | None = None) -> KernelLaunch:
+    """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units.
+
+    `layouts` caches which values are numbers or text and their units by the action's (name, type) list: the
+    launches of one kernel repeat it (the byte reader's units depend on the name only).
+    """
+    values = act.values
+    if layouts is None or units is None:
+        numeric, texts, unit = _layout(act, needed, units)
+    else:
+        key = tuple(zip(values, map(type, values.values()), strict=True))
+        got = layouts.get(key)
+        if got is None:
+            got = layouts[key] = _layout(act, needed, units)
+        numeric, texts, unit = got
+    metrics = {name: float(values[name]) for name in numeric}
+    text = {name: str(values[name]) for name in texts}
+    unit = dict(unit)
 
     def attr(name: str) -> str:
         value = values.get(name)
@@ -214,7 +236,8 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
             try:
                 report = rep_wire.read_report(data, wanted)
                 units = load_catalog().rep_units
-                launches = [_launch(a, i, needed, units) for i, a in enumerate(report.actions)]
+                layouts: dict[tuple[tuple[str, type], ...], _Layout] = {}
+                launches = [_launch(a, i, needed, units, layouts) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}
                 version, cmdline = _session_facts(report.sessions)
             except rep_wire.Truncated as cut:
@@ -253,14 +276,32 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
 
 
-def _sha256_mapped(path: Path) -> str:
-    """SHA-256 of a file in one update() over its mapping: hashlib frees the GIL for all of it (a chunked read
-    would wait for the GIL at every chunk while the parse, pure Python, holds it)."""
+_HASH_CHUNK = 128 << 20
+
+
+def _sha256_file(path: Path) -> str:
+    """SHA-256 of a file, updated over its mapping 128 MB at a time.
+
+    Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python); pieces
+    already hashed are dropped from the mapping, so a multi-GB report never counts as resident. (Reading into a
+    buffer instead costs a copy, and zeroing a large buffer holds the GIL: 64 MB stalled the parse by 40 ms.)
+    """
+    h = hashlib.sha256()
     with path.open("rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            return hashlib.sha256(b"").hexdigest()
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return h.hexdigest()
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return hashlib.sha256(mm).hexdigest()
+            view = memoryview(mm)
+            try:
+                for at in range(0, size, _HASH_CHUNK):
+                    piece = view[at : at + _HASH_CHUNK]
+                    h.update(piece)
+                    piece.release()
+                    mm.madvise(mmap.MADV_DONTNEED, at, min(_HASH_CHUNK, size - at))
+            finally:
+                view.release()
+    return h.hexdigest()
 
 
 class FileHash:
@@ -268,7 +309,7 @@ class FileHash:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._future: Future[str] = _HASHER.submit(_sha256_mapped, path)
+        self._future: Future[str] = _HASHER.submit(_sha256_file, path)
 
     def result(self) -> str:
         try:

@@ -14,7 +14,6 @@ places, in bulk. A launch that differs anywhere is walked entry by entry instead
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -157,25 +156,35 @@ def _values(b: ReportBytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, s
     vlen, tag = u[q + 1], u[q + 2]
     double = (vlen == 9) & (tag == 3 << 3 | 1)  # the value message is exactly its double
     varint = (vlen >= 2) & (vlen < 0x80) & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))
-    decoded: list[tuple[np.ndarray, list[Any]]] = []
-    if double.any():
-        at = q[double] + 3
-        raw = u[at[:, None] + np.arange(8)].copy()
-        decoded.append((np.flatnonzero(double), raw.view("<f8").ravel().tolist()))
-    if varint.any():
-        decoded.append((np.flatnonzero(varint), _uvarints(u, q[varint] + 3).tolist()))
-    lanes, names = lane.tolist(), [wanted[i] for i in nid.tolist()]
-    for where, values in decoded:
-        for k, value in zip(where.tolist(), values, strict=True):
-            run = runs[lanes[k]]
+    lanes = lane.tolist()
+    names = [wanted[i] for i in nid.tolist()]
+    for kind in (double, varint):
+        where = np.flatnonzero(kind)
+        if not where.size:
+            continue
+        at = q[where] + 3
+        values = (u[at[:, None] + np.arange(8)].copy().view("<f8").ravel() if kind is double
+                  else _uvarints(u, at)).tolist()
+        start = 0
+        idx = where.tolist()
+        for end in _runs_of(lane[where]):  # one dict update per launch, not one store per value
+            run = runs[lanes[idx[start]]]
             assert run is not None
-            run.values[names[k]] = value
+            run.values.update(zip([names[k] for k in idx[start:end]], values[start:end], strict=True))
+            start = end
     for k in np.flatnonzero(~(double | varint)).tolist():  # floats, strings, long values: the plain decoder
         vn, vp = _varint(b, int(q[k]) + 1)
         value = _value(b, vp, vp + vn)
         run = runs[lanes[k]]
         if value is not None and run is not None:
             run.values[names[k]] = value
+
+
+def _runs_of(lanes: np.ndarray) -> list[int]:
+    """End offsets of the stretches of equal values in `lanes` (entries of one launch lie together)."""
+    if not lanes.size:
+        return []
+    return [*(np.flatnonzero(lanes[1:] != lanes[:-1]) + 1).tolist(), int(lanes.size)]
 
 
 def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:

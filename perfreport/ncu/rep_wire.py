@@ -436,26 +436,43 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
         head = (p + 4, p + 4 + size)
         if head[1] > len(b):
             raise Truncated(p, size, len(results))
-        counts = {1: 0, 2: 0, 5: 0}
-        for number, wire, v in _fields(b, *head):
-            if number in counts and wire == 0:
-                counts[number] = v
-            elif number == 3 and wire == 2:
-                sessions.append(b[v[0] : v[1]])
-            elif number == 4 and wire == 2:  # the string table: NameIds count on from the previous block's
-                for f, w, s in _fields(b, *v):
-                    if f == 1 and w == 2:
-                        name = by_bytes.get(b[s[0] : s[1]])
-                        if name is not None:
-                            wanted[n_strings] = name
-                        n_strings += 1
+        n_sources = n_results = payload = 0
+        q = head[0]
+        while q < head[1]:  # the block header: 1 NumSources, 2 NumResults, 3 session, 4 string table, 5 PayloadSize
+            key, q = _varint(b, q)
+            if key & 7 == 0:
+                value, q = _varint(b, q)
+                if key == 1 << 3:
+                    n_sources = value
+                elif key == 2 << 3:
+                    n_results = value
+                elif key == 5 << 3:
+                    payload = value
+            elif key == 3 << 3 | 2 or key == 4 << 3 | 2:
+                n, q = _varint(b, q)
+                if key == 3 << 3 | 2:
+                    sessions.append(b[q : q + n])
+                else:  # the string table: NameIds count on from the previous block's
+                    for f, w, sp in _fields(b, q, q + n):
+                        if f == 1 and w == 2:
+                            name = by_bytes.get(b[sp[0] : sp[1]])
+                            if name is not None:
+                                wanted[n_strings] = name
+                            n_strings += 1
+                q += n
+            else:
+                q = _skip(b, q, key)
+        if q != head[1]:
+            raise UnknownLayout(f"block header ends at byte {q}, its size says {head[1]}")
         p = head[1]
-        stop = p + counts[5]
-        for k in range(counts[1] + counts[2]):
-            n = _u32(b, p, len(results))
+        stop = p + payload
+        for k in range(n_sources + n_results):
+            if p + 4 > len(b):
+                raise Truncated(p, 4, len(results))
+            n = unpack_from("<I", b, p)[0]
             if p + 4 + n > len(b):
                 raise Truncated(p, n, len(results))
-            if k >= counts[1]:
+            if k >= n_sources:
                 results.append((p + 4, p + 4 + n))
             p += 4 + n
         if p != stop:
