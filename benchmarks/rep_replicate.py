@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import struct
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +48,21 @@ def _blocks(data: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
 
 def replicate(src: bytes, kernels: int) -> bytes:
     """`src` with its result entries repeated until the report holds `kernels` of them."""
+    out = bytearray()
+    for piece in replicate_pieces(src, kernels):
+        out += piece
+    return bytes(out)
+
+
+def write_replicated(src: bytes, kernels: int, dst: Path) -> None:
+    """replicate() streamed into `dst` (a 2,016-kernel full-set report is ~3.3 GB: never held in memory)."""
+    with dst.open("wb") as fh:
+        for piece in replicate_pieces(src, kernels):
+            fh.write(piece)
+
+
+def replicate_pieces(src: bytes, kernels: int) -> Iterator[bytes]:
+    """The replicated report as pieces: `src` itself, then one block per further kernel."""
     head, blocks = _blocks(src)
     results = []
     for header, payload in blocks:
@@ -56,13 +72,13 @@ def replicate(src: bytes, kernels: int) -> bytes:
             results.append((payload, process))
     if not results:
         raise SystemExit("the source report holds no one-result block to replicate")
-    out = bytearray(src)
+    yield src
     for i in range(len(results), kernels):
         payload, process = results[i % len(results)]
         header = (b"\x08\x00\x10\x01" + b"\x28" + _varint(len(payload))
                   + (b"\x32" + _varint(len(process)) + process if process else b""))
-        out += struct.pack("<I", len(header)) + header + payload
-    return bytes(out)
+        yield struct.pack("<I", len(header)) + header
+        yield payload
 
 
 def main() -> int:
@@ -70,7 +86,7 @@ def main() -> int:
     data = src.read_bytes()
     if src.suffix == ".gz":
         data = gzip.decompress(data)
-    dst.write_bytes(replicate(data, kernels))
+    write_replicated(data, kernels, dst)
     print(f"{dst}: {kernels} kernels, {dst.stat().st_size / 1e6:.1f} MB")
     return 0
 

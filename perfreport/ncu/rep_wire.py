@@ -312,7 +312,10 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         key = b[p]
         if key == _METRIC_TAG:
             if walked is not None and p == walked.start:
-                values.update(walked.values)
+                if values:
+                    values.update(walked.values)
+                else:
+                    values = walked.values  # the bulk read's own dict: one run per result
                 p = walked.stop
             else:
                 p = _metrics(b, p, end, wanted, values)
@@ -329,6 +332,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             n = b[p]
             if n < 0x80:
                 p += 1
+            elif b[p + 1] < 0x80:
+                n = (n & 0x7F) | b[p + 1] << 7
+                p += 2
             else:
                 n, p = _varint(b, p)
             start, p = p, p + n
