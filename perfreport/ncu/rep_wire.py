@@ -454,6 +454,9 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
                     n_results = value
                 elif key == 5 << 3:
                     payload = value
+                elif value:  # another count: range replay (7) or graph (9) results, which this reader does not decode
+                    raise UnknownLayout(f"block header field {key >> 3} = {value} (range or graph results, or "
+                                        f"another entry kind this reader does not decode)")
             elif key == 3 << 3 | 2 or key == 4 << 3 | 2:
                 n, q = _varint(b, q)
                 if key == 3 << 3 | 2:
