@@ -237,6 +237,11 @@ def main() -> int:
         out["rep_vs_csv_many_kernels"] = rep_vs_csv(ORACLE / "many" / "many_basic.ncu-rep.gz",
                                                     ORACLE / "many" / "many_basic-raw.csv.gz",
                                                     "150 H200 launches, basic set", work, small)
+        layers = ROOT / "tests" / "data" / "h200_many_layers"
+        out["rep_vs_csv_decode_layers"] = rep_vs_csv(layers / "layers16_basic.ncu-rep.gz",
+                                                     layers / "layers16_basic-raw.csv.gz",
+                                                     "16 decode layers on the H200, 224 launches, basic set", work,
+                                                     small)
         # the same at --kernels scale: the reports replicated by kernel (benchmarks/rep_replicate.py), the raw
         # CSVs by row. The full-set one is the very kernels of the big raw CSV above (oracle_full, cycled).
         from rep_replicate import write_replicated

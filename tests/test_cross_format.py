@@ -34,6 +34,7 @@ PAIRS = [
      "h200_campaign/prefill_layer_basic-raw.csv"),
     ("h200_oracle/many/many_basic.ncu-rep.gz", "h200_oracle/many/many_basic-raw.csv.gz"),  # 150 launches
     ("h200_rep_layouts/metrics.ncu-rep.gz", "h200_rep_layouts/metrics-raw.csv"),  # --metrics list: dram__bytes.sum
+    ("h200_many_layers/layers16_basic.ncu-rep.gz", "h200_many_layers/layers16_basic-raw.csv.gz"),  # 224 launches
 ]
 # Fields derived from several counters: relative tolerance for 2-decimal details exports vs full precision.
 DERIVED = ("duration_ns", "dram_bytes", "l2_bytes", "arithmetic_intensity", "achieved_tflops", "sol_pct",

@@ -94,6 +94,18 @@ def test_known_values_of_a_real_gemm() -> None:
     assert launch.rules[0].description.startswith("This workload is utilizing greater than 80.0%")
 
 
+def test_a_real_decode_mix_is_read_in_bulk() -> None:
+    """16 decode layers (tests/data/h200_many_layers): 7 kernels, 224 launches, every one read in bulk."""
+    from perfreport.ncu.rep_bulk import read_runs
+
+    data = gzip.decompress((ROOT / "tests/data/h200_many_layers/layers16_basic.ncu-rep.gz").read_bytes())
+    wanted = rep._wanted()
+    ids = {i: n for i, n in enumerate(_strings(data)) if n in wanted}
+    runs = read_runs(data, _results(data), ids)
+    assert len(runs) == 224 and all(r is not None for r in runs)
+    assert len({a.function for a in rep_wire.read_report(data, wanted).actions}) == 7
+
+
 def test_many_launches_are_read_in_bulk() -> None:
     """147 of 150 launches repeat the layout of their kernel's first launch: read in bulk, not walked."""
     from perfreport.ncu.rep_bulk import read_runs

@@ -2,7 +2,7 @@
 
 prefill: T = batch*seq tokens through qkv GEMM, causal SDPA, out-proj, SwiGLU FFN, two RMSNorms, residuals.
 decode:  `batch` single-token sequences attending to a KV cache of `kv_len` tokens.
-Warm-up layers run first; exactly one layer runs between cudaProfilerStart/Stop so that
+Warm-up layers run first; exactly one layer (or --layers N) runs between cudaProfilerStart/Stop so that
 `ncu --profile-from-start off` captures one layer's kernels and nothing else.
 """
 
@@ -68,6 +68,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     add_shape_args(p)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--layers", type=int, default=1, help="layers run inside the profiled range (the campaign: 1)")
     a = p.parse_args()
     x, w, q_len, kv = build(a)
     with torch.no_grad():
@@ -75,7 +76,8 @@ def main() -> int:
             layer(x, w, q_len, kv, a.batch)
         torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStart()
-        layer(x, w, q_len, kv, a.batch)
+        for _ in range(a.layers):
+            layer(x, w, q_len, kv, a.batch)
         torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStop()
     print(f"workload {a.mode}: batch={a.batch} q_len={q_len} kv_len={a.kv_len if kv else a.seq} done")
