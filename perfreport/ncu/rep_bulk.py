@@ -60,10 +60,18 @@ def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _
     nid: list[int] = []
     p = start
     while p < end and b[p] == _METRIC_TAG:
-        n, q = _varint(b, p + 1)
+        n = b[p + 1]
+        if n < 0x80:
+            q = p + 2
+        else:
+            n, q = _varint(b, p + 1)
         if b[q] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {q}")
-        ident, r = _varint(b, q + 1)
+        ident = b[q + 1]
+        if ident < 0x80:
+            r = q + 2
+        else:
+            ident, r = _varint(b, q + 1)
         at.append(p - start)
         size.append(r - p)
         if ident in wanted:
