@@ -153,7 +153,7 @@ def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> No
     """Lengthen one metric entry of launch #4 (a later launch of kernel #1): bulk must notice and walk it."""
     data = bytearray(gzip.decompress(MANY.read_bytes()))
     start, end = _results(bytes(data))[3]
-    p, _ = rep_wire.prefix(bytes(data), start, end)
+    p, _, _ = rep_wire.prefix(bytes(data), start, end)
     assert p is not None
     wanted = rep._wanted()
     # swap the first two metric entries: same bytes, other order: header bytes now differ from the template

@@ -28,8 +28,6 @@ from perfreport.ncu.rep_wire import (
     prefix,
 )
 
-_CHUNK = 1 << 20  # header bytes checked per numpy gather (bounds the index array at 8 MB)
-
 
 @dataclass
 class Run:
@@ -38,6 +36,7 @@ class Run:
     start: int
     stop: int
     values: dict[str, float | int | str]
+    names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (rep_wire.prefix): read before the run
 
 
 @dataclass
@@ -93,12 +92,10 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     stop = starts + t.length
     ok = stop <= ends
     ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != _METRIC_TAG)
-    rows = np.flatnonzero(ok)
-    step = max(1, _CHUNK // max(1, t.head_at.size))
-    for i in range(0, rows.size, step):
-        sel = rows[i : i + step]
-        same = (u[starts[sel, None] + t.head_at[None, :]] == t.head[None, :]).all(axis=1)
-        ok[sel] = same
+    at, head = t.head_at, t.head
+    for i in np.flatnonzero(ok).tolist():  # one gather per launch from a view of its run: no index array to build
+        s = int(starts[i])
+        ok[i] = np.array_equal(u[s : s + t.length][at], head)
     return ok
 
 
@@ -107,8 +104,10 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
     u = np.frombuffer(b, dtype=np.uint8)
     starts = np.zeros(len(results), dtype=np.int64)
     launches: dict[bytes, list[int]] = {}
+    names: list[tuple[bytes, bytes, bytes]] = []
     for i, (s, e) in enumerate(results):
-        start, name = prefix(b, s, e)
+        start, name, all_names = prefix(b, s, e)
+        names.append(all_names)
         if start is not None:
             starts[i] = start
             launches.setdefault(name, []).append(i)
@@ -123,7 +122,7 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
         idx = np.array(rows, dtype=np.int64)
         ok = idx[_matches(u, t, starts[idx], ends[idx])]  # the first launch matches itself
         for i in ok.tolist():
-            runs[i] = Run(int(starts[i]), int(starts[i]) + t.length, {})
+            runs[i] = Run(int(starts[i]), int(starts[i]) + t.length, {}, names[i])
         if t.nid.size and ok.size:
             base = starts[ok][:, None]
             lanes.append(np.repeat(ok, t.nid.size))

@@ -308,17 +308,13 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     values: dict[str, float | int | str] = {}
     rules: list[Rule] = []
     sections: list[str] = []
+    if walked is not None:  # the bulk read walked everything before the run (rep_wire.prefix) and the run itself
+        name, function, demangled = (x.decode("utf-8", "replace") for x in walked.names)
+        values, p = walked.values, walked.stop
     while p < end:
         key = b[p]
         if key == _METRIC_TAG:
-            if walked is not None and p == walked.start:
-                if values:
-                    values.update(walked.values)
-                else:
-                    values = walked.values  # the bulk read's own dict: one run per result
-                p = walked.stop
-            else:
-                p = _metrics(b, p, end, wanted, values)
+            p = _metrics(b, p, end, wanted, values)
             continue
         if key < 0x80:
             p += 1
@@ -377,24 +373,25 @@ def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     raise UnknownLayout(f"a section without its identifier first at byte {p}")
 
 
-def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, bytes]:
-    """Where the result b[p:end]'s first metric entry starts (None: it has none), and its launch name's bytes."""
-    name = b""
+def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, bytes, tuple[bytes, bytes, bytes]]:
+    """Where the result b[p:end]'s first metric entry starts (None: it has none), its launch name's bytes, and the
+    bytes of its names before that (5 as launched, 6 function, 7 demangled)."""
+    names = [b"", b"", b""]
     while p < end:
         key = b[p]
         if key == _METRIC_TAG:
-            return p, name
+            break
         if key < 0x80:
             p += 1
         else:
             key, p = _varint(b, p)
-        if key == 5 << 3 | 2:
+        if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
             n, p = _varint(b, p)
-            name = b[p : p + n]
+            names[(key >> 3) - 5] = b[p : p + n]
             p += n
         else:
             p = _skip(b, p, key)
-    return None, name
+    return (p if p < end else None), names[0], (names[0], names[1], names[2])
 
 
 def _u32(b: ReportBytes, p: int, results: int) -> int:
