@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfreport.ncu.rep_wire import _fields  # noqa: E402
+from perfreport.ncu.rep_proto import iter_fields  # noqa: E402
 
 
 def _varint(value: int) -> bytes:
@@ -40,7 +40,7 @@ def _blocks(data: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     while p < len(data):
         n = struct.unpack_from("<I", data, p)[0]
         header = data[p + 4 : p + 4 + n]
-        payload_size = next((v for f, w, v in _fields(data, p + 4, p + 4 + n) if f == 5 and w == 0), 0)
+        payload_size = next((v for f, w, v in iter_fields(data, p + 4, p + 4 + n) if f == 5 and w == 0), 0)
         blocks.append((header, data[p + 4 + n : p + 4 + n + payload_size]))
         p += 4 + n + payload_size
     return head, blocks
@@ -66,7 +66,7 @@ def replicate_pieces(src: bytes, kernels: int) -> Iterator[bytes]:
     head, blocks = _blocks(src)
     results = []
     for header, payload in blocks:
-        fields = {f: (w, v) for f, w, v in _fields(header, 0, len(header))}
+        fields = {f: (w, v) for f, w, v in iter_fields(header, 0, len(header))}
         if fields.get(2, (0, 0))[1] == 1 and fields.get(1, (0, 0))[1] == 0:
             process = header[fields[6][1][0] : fields[6][1][1]] if 6 in fields else b""
             results.append((payload, process))

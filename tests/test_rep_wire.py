@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu import rep, rep_wire
+from perfreport.ncu import rep, rep_proto, rep_rules, rep_wire
 from perfreport.ncu.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,10 +125,10 @@ def _strings(data: bytes) -> list[str]:
     p = 8 + int.from_bytes(data[4:8], "little")
     while p < len(data):
         size = int.from_bytes(data[p : p + 4], "little")
-        for number, wire, v in rep_wire._fields(data, p + 4, p + 4 + size):
+        for number, wire, v in rep_proto.iter_fields(data, p + 4, p + 4 + size):
             if number == 4 and wire == 2:
-                out.extend(data[s:e].decode() for f, w, (s, e) in rep_wire._fields(data, *v) if f == 1)
-        counts = {n: v for n, w, v in rep_wire._fields(data, p + 4, p + 4 + size) if w == 0}
+                out.extend(data[s:e].decode() for f, w, (s, e) in rep_proto.iter_fields(data, *v) if f == 1)
+        counts = {n: v for n, w, v in rep_proto.iter_fields(data, p + 4, p + 4 + size) if w == 0}
         p += 4 + size + counts.get(5, 0)
     return out
 
@@ -138,7 +138,7 @@ def _results(data: bytes) -> list[tuple[int, int]]:
     p = 8 + int.from_bytes(data[4:8], "little")
     while p < len(data):
         size = int.from_bytes(data[p : p + 4], "little")
-        counts = {n: v for n, w, v in rep_wire._fields(data, p + 4, p + 4 + size) if w == 0}
+        counts = {n: v for n, w, v in rep_proto.iter_fields(data, p + 4, p + 4 + size) if w == 0}
         q = p + 4 + size
         for k in range(counts.get(1, 0) + counts.get(2, 0)):
             n = int.from_bytes(data[q : q + 4], "little")
@@ -177,7 +177,7 @@ def test_unknown_file_version_goes_to_ncu_report(monkeypatch: pytest.MonkeyPatch
 
 
 def test_unknown_rule_message_type_goes_to_ncu_report(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rep_wire, "_MSG_TYPES", {0: "0", 1: "1", 2: "3"})  # as if 4 were never seen
+    monkeypatch.setattr(rep_rules, "MSG_TYPES", {0: "0", 1: "1", 2: "3"})  # as if 4 were never seen
     said: list[str] = []
     got = rep.read_rep(FULL, said.append)
     assert any("rule message type 4" in s for s in said), said

@@ -26,7 +26,7 @@ def is_report(path: Path) -> bool:
 
 def read_export(path: Path, progress: Progress | None = None, digest: FileHash | None = None,
                 rep_reader: str = "auto") -> Capture:
-    """Read a .ncu-rep[.gz] through ncu_report, or an ncu CSV (raw or details page, or a profiling log).
+    """Read a .ncu-rep[.gz] (rep.read_rep: its bytes, or ncu_report), or an ncu CSV (raw or details page, or a log).
 
     `progress` gets a line now and then while a report's kernels are read (the byte reader needs well under a
     millisecond a kernel; ncu_report, for layouts the byte reader does not know, 10-25 ms a full-set kernel);

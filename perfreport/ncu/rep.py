@@ -222,7 +222,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
     with _report_bytes(path) as data:
         own = digest is None or digest.path != path
-        sha = FileHash(path) if own or digest is None else digest
+        sha = digest if digest is not None and not own else FileHash(path)
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
@@ -274,8 +274,6 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
 
 
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
-
-
 _HASH_CHUNK = 128 << 20
 
 
@@ -298,7 +296,8 @@ def _sha256_file(path: Path) -> str:
                     piece = view[at : at + _HASH_CHUNK]
                     h.update(piece)
                     piece.release()
-                    mm.madvise(mmap.MADV_DONTNEED, at, min(_HASH_CHUNK, size - at))
+                    if hasattr(mmap, "MADV_DONTNEED"):  # Linux, macOS
+                        mm.madvise(mmap.MADV_DONTNEED, at, min(_HASH_CHUNK, size - at))
             finally:
                 view.release()
     return h.hexdigest()

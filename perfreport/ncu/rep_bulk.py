@@ -17,16 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfreport.ncu.rep_wire import (
-    _ID_TAG,
-    _METRIC_TAG,
-    _VALUE_TAG,
-    ReportBytes,
-    UnknownLayout,
-    _value,
-    _varint,
-    prefix,
-)
+from perfreport.ncu.rep_proto import ReportBytes, UnknownLayout, metric_value, read_varint
+from perfreport.ncu.rep_wire import _ID_TAG, _METRIC_TAG, _VALUE_TAG, prefix
 
 
 @dataclass
@@ -63,14 +55,14 @@ def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _
         if n < 0x80:
             q = p + 2
         else:
-            n, q = _varint(b, p + 1)
+            n, q = read_varint(b, p + 1)
         if b[q] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {q}")
         ident = b[q + 1]
         if ident < 0x80:
             r = q + 2
         else:
-            ident, r = _varint(b, q + 1)
+            ident, r = read_varint(b, q + 1)
         at.append(p - start)
         size.append(r - p)
         if ident in wanted:
@@ -180,8 +172,8 @@ def _values(b: ReportBytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, s
             run.values.update(zip([names[k] for k in idx[start:end]], values[start:end], strict=True))
             start = end
     for k in np.flatnonzero(~(double | varint)).tolist():  # floats, strings, long values: the plain decoder
-        vn, vp = _varint(b, int(q[k]) + 1)
-        value = _value(b, vp, vp + vn)
+        vn, vp = read_varint(b, int(q[k]) + 1)
+        value = metric_value(b, vp, vp + vn)
         run = runs[lanes[k]]
         if value is not None and run is not None:
             run.values[names[k]] = value

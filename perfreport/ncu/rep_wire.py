@@ -5,8 +5,8 @@ block header (1 NumSources, 2 NumResults, 3 session details, 4 string table, 5 P
 u32-sized entries, the sources first, then the results. A result (one profiled kernel) holds its names (5 name
 as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated: 1 NameId into the string table,
 2 the value: 1 string, 2 float, 3 double, 4 uint32, 5 uint64), its sections (17: 1 identifier) and its rule
-results (19: 1 rule identifier, 3 body -> 1 message list -> 1 messages (1 text, 2 type, 4 title), 4 section).
-The field numbers are those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute.
+results (19, rep_rules). Wire primitives in rep_proto. The field numbers are those of NVIDIA's
+`extras/FileFormat/*.proto` shipped with Nsight Compute.
 
 ncu_report decodes every action in full (every metric's value and instance values, 16-29 ms a full-set kernel,
 GIL held); this reader walks the metric list once, skips every metric it was not asked for without touching
@@ -18,40 +18,32 @@ we have.
 
 from __future__ import annotations
 
-import mmap
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from struct import error as struct_error
 from struct import unpack_from
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfreport.ncu.model import Rule
+from perfreport.ncu.rep_proto import (
+    ReportBytes,
+    Truncated,
+    UnknownLayout,
+    iter_fields,
+    metric_value,
+    read_varint,
+    skip_field,
+)
+from perfreport.ncu.rep_rules import read_rules
 
 if TYPE_CHECKING:
     from perfreport.ncu.rep_bulk import Run
 
-ReportBytes = bytes | mmap.mmap  # a report read into memory, or mapped
 FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read from (ncu 2025.3.1)
 _METRIC_TAG = 13 << 3 | 2
 _ID_TAG = 1 << 3 | 0
 _VALUE_TAG = 2 << 3 | 2
 _SECTION_TAG = 17 << 3 | 2
 _RULE_TAG = 19 << 3 | 2
-# The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
-# numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
-_MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
-
-
-class UnknownLayout(Exception):
-    """The bytes are not the layout this reader knows; read the report with ncu_report."""
-
-
-class Truncated(Exception):
-    """The file ends inside a block or entry: `results` whole kernels came before the cut."""
-
-    def __init__(self, offset: int, needed: int, results: int) -> None:
-        super().__init__(f"at byte {offset} an entry needs {needed} bytes")
-        self.offset, self.needed, self.results = offset, needed, results
 
 
 @dataclass
@@ -65,75 +57,6 @@ class Action:
     units: dict[str, str] = field(default_factory=dict)  # ncu_report's unit per numeric value (filled by rep.py)
     rules: list[Rule] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
-
-
-def _varint(b: ReportBytes, p: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        c = b[p]
-        p += 1
-        value |= (c & 0x7F) << shift
-        if c < 0x80:
-            return value, p
-        shift += 7
-        if shift > 63:
-            raise UnknownLayout(f"varint longer than 10 bytes at {p}")
-
-
-def _fields(b: ReportBytes, p: int, end: int) -> Iterator[tuple[int, int, Any]]:
-    """Yield (field, wire type, value) of the message b[p:end]; length-delimited values as (start, stop)."""
-    while p < end:
-        key = b[p]  # one-byte varints (the common case) inline
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = _varint(b, p)
-        number, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value = b[p]
-            if value < 0x80:
-                p += 1
-            else:
-                value, p = _varint(b, p)
-        elif wire == 2:
-            n = b[p]
-            if n < 0x80:
-                p += 1
-            else:
-                n, p = _varint(b, p)
-            value = (p, p + n)
-            p += n
-        elif wire == 1:
-            value = (p, p + 8)
-            p += 8
-        elif wire == 5:
-            value = (p, p + 4)
-            p += 4
-        else:
-            raise UnknownLayout(f"wire type {wire} (field {number}) at byte {p}")
-        if p > end:
-            raise UnknownLayout(f"field {number} runs past its message at byte {p}")
-        yield number, wire, value
-
-
-def _text(b: ReportBytes, span: tuple[int, int]) -> str:
-    return b[span[0] : span[1]].decode("utf-8", "replace")
-
-
-def _value(b: ReportBytes, p: int, end: int) -> float | int | str | None:
-    """Decode one MetricValue message b[p:end] (None: it holds no value)."""
-    for number, wire, v in _fields(b, p, end):
-        if number == 3 and wire == 1:
-            return float(unpack_from("<d", b, v[0])[0])
-        if number in (4, 5) and wire == 0:
-            return int(v)
-        if number == 2 and wire == 5:
-            return float(unpack_from("<f", b, v[0])[0])
-        if number == 1 and wire == 2:
-            return _text(b, v)
-        raise UnknownLayout(f"metric value field {number} (wire type {wire}) at byte {p}")
-    return None
 
 
 def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
@@ -152,149 +75,25 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
                 n = (n & 0x7F) | c << 7
                 p += 3
             else:
-                n, p = _varint(b, p + 1)
+                n, p = read_varint(b, p + 1)
         if b[p] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {p}")
         nid = b[p + 1]
         if nid >= 0x80:
             c = b[p + 2]
-            nid = (nid & 0x7F) | c << 7 if c < 0x80 else _varint(b, p + 1)[0]
+            nid = (nid & 0x7F) | c << 7 if c < 0x80 else read_varint(b, p + 1)[0]
         name = wanted.get(nid)
         if name is not None:
-            _, q = _varint(b, p + 1)
+            _, q = read_varint(b, p + 1)
             if q < p + n and b[q] == _VALUE_TAG:
-                vn, vp = _varint(b, q + 1)
-                value = _value(b, vp, vp + vn)
+                vn, vp = read_varint(b, q + 1)
+                value = metric_value(b, vp, vp + vn)
                 if value is not None:
                     out[name] = value
         p += n
     if p > end:
         raise UnknownLayout(f"metric entry runs past its result at byte {end}")
     return p
-
-
-def _skip(b: ReportBytes, p: int, key: int) -> int:
-    """Skip the value of a field whose key was just read (p: right after the key)."""
-    wire = key & 7
-    if wire == 0:
-        while b[p] >= 0x80:
-            p += 1
-        return p + 1
-    if wire == 2:
-        n = b[p]
-        if n < 0x80:
-            return p + 1 + n
-        n, p = _varint(b, p)
-        return p + n
-    if wire == 1 or wire == 5:
-        return p + (8 if wire == 1 else 4)
-    raise UnknownLayout(f"wire type {wire} (field {key >> 3}) at byte {p}")
-
-
-def _rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
-    """One RuleResult: a Rule per item of its body, in order (as ncu_report's rule_results_as_dicts lists them).
-
-    An item holds at most one message (1: text, 2: type) besides focus metrics, tables and speedups; an item
-    without a message is listed too, with type NONE and no text (ncu_report does the same). Plain loops, not
-    _fields: a 150-launch report holds ~260 distinct rule results of ~500 bytes.
-    """
-    p, end = span
-    ident = section = ""
-    items: list[tuple[str, str]] = []
-    while p < end:
-        key = b[p]
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = _varint(b, p)
-        if key == 1 << 3 | 2 or key == 4 << 3 | 2 or key == 3 << 3 | 2:
-            n = b[p]
-            if n < 0x80:
-                p += 1
-            else:
-                n, p = _varint(b, p)
-            if key == 3 << 3 | 2:
-                q, stop = p, p + n
-                while q < stop:  # the body: its items (field 1), each one message at most
-                    k1 = b[q]
-                    if k1 < 0x80:
-                        q += 1
-                    else:
-                        k1, q = _varint(b, q)
-                    if k1 == 1 << 3 | 2:
-                        n1 = b[q]
-                        if n1 < 0x80:
-                            q += 1
-                        else:
-                            n1, q = _varint(b, q)
-                        items.append(_message(b, q, q + n1))
-                        q += n1
-                    else:
-                        q = _skip(b, q, k1)
-                if q != stop:
-                    raise UnknownLayout(f"rule body ends at byte {q}, its size says {stop}")
-            elif key == 1 << 3 | 2:
-                ident = b[p : p + n].decode("utf-8", "replace")
-            else:
-                section = b[p : p + n].decode("utf-8", "replace")
-            p += n
-        else:
-            p = _skip(b, p, key)
-    if p != end:
-        raise UnknownLayout(f"rule result ends at byte {p}, its size says {end}")
-    out.extend(Rule(section, ident, kind, text) for kind, text in items)
-
-
-def _message(b: ReportBytes, p: int, end: int) -> tuple[str, str]:
-    """(type, text) of a rule item b[p:end]: its message (field 1: 1 text, 2 type), if it has one."""
-    kind, text = "0", ""  # a message that stores no type is NONE (the proto default), as ncu_report says
-    while p < end:
-        key = b[p]
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = _varint(b, p)
-        if key != 1 << 3 | 2:
-            p = _skip(b, p, key)
-            continue
-        n = b[p]
-        if n < 0x80:
-            p += 1
-        else:
-            n, p = _varint(b, p)
-        q, stop = p, p + n
-        p = stop
-        while q < stop:
-            k3 = b[q]
-            if k3 < 0x80:
-                q += 1
-            else:
-                k3, q = _varint(b, q)
-            if k3 == 1 << 3 | 2:
-                n3 = b[q]
-                if n3 < 0x80:
-                    q += 1
-                else:
-                    n3, q = _varint(b, q)
-                text = b[q : q + n3].decode("utf-8", "replace")
-                q += n3
-            elif k3 == 2 << 3 | 0:
-                v3 = b[q]
-                if v3 < 0x80:
-                    q += 1
-                else:
-                    v3, q = _varint(b, q)
-                known = _MSG_TYPES.get(v3)
-                if known is None:
-                    raise UnknownLayout(f"rule message type {v3} at byte {q}")
-                kind = known
-            else:
-                q = _skip(b, q, k3)
-        if q != stop:
-            raise UnknownLayout(f"rule message ends at byte {q}, its size says {stop}")
-    if p != end:
-        raise UnknownLayout(f"rule item ends at byte {p}, its size says {end}")
-    return kind, text
 
 
 def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Run | None,
@@ -322,7 +121,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             key = (key & 0x7F) | b[p + 1] << 7
             p += 2
         else:
-            key, p = _varint(b, p)
+            key, p = read_varint(b, p)
         wire = key & 7
         if wire == 2:
             n = b[p]
@@ -332,14 +131,14 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
                 n = (n & 0x7F) | b[p + 1] << 7
                 p += 2
             else:
-                n, p = _varint(b, p)
+                n, p = read_varint(b, p)
             start, p = p, p + n
             if key == _RULE_TAG:
                 raw = b[start:p]
                 got = rule_cache.get(raw)
                 if got is None:
                     got = rule_cache[raw] = []
-                    _rules(b, (start, p), got)
+                    read_rules(b, (start, p), got)
                 rules.extend(got)
             elif key == _SECTION_TAG:
                 sections.append(_section_id(b, (start, p)))
@@ -353,7 +152,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             if b[p] < 0x80:
                 p += 1
             else:
-                _, p = _varint(b, p)
+                _, p = read_varint(b, p)
         elif wire == 1 or wire == 5:
             p += 8 if wire == 1 else 4
         else:
@@ -367,7 +166,7 @@ def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     """A section's identifier: its field 1, written first (the rest is the section's layout, skipped)."""
     p, end = span
     if p < end and b[p] == 1 << 3 | 2:
-        n, q = _varint(b, p + 1)
+        n, q = read_varint(b, p + 1)
         if q + n <= end:
             return b[q : q + n].decode("utf-8", "replace")
     raise UnknownLayout(f"a section without its identifier first at byte {p}")
@@ -384,13 +183,13 @@ def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, bytes, tuple[b
         if key < 0x80:
             p += 1
         else:
-            key, p = _varint(b, p)
+            key, p = read_varint(b, p)
         if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
-            n, p = _varint(b, p)
+            n, p = read_varint(b, p)
             names[(key >> 3) - 5] = b[p : p + n]
             p += n
         else:
-            p = _skip(b, p, key)
+            p = skip_field(b, p, key)
     return (p if p < end else None), names[0], (names[0], names[1], names[2])
 
 
@@ -425,7 +224,7 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
     if b[:4] != b"NVR\x00" or len(b) < 8:
         raise UnknownLayout("no NVR header")
     size = _u32(b, 4, 0)
-    version = next((v for f, w, v in _fields(b, 8, 8 + size) if f == 1 and w == 0), None)
+    version = next((v for f, w, v in iter_fields(b, 8, 8 + size) if f == 1 and w == 0), None)
     if version not in FILE_VERSIONS:
         raise UnknownLayout(f"file format version {version}, this reader knows {sorted(FILE_VERSIONS)}")
     by_bytes = {name.encode(): name for name in wanted_names}
@@ -442,9 +241,9 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
         n_sources = n_results = payload = 0
         q = head[0]
         while q < head[1]:  # the block header: 1 NumSources, 2 NumResults, 3 session, 4 string table, 5 PayloadSize
-            key, q = _varint(b, q)
+            key, q = read_varint(b, q)
             if key & 7 == 0:
-                value, q = _varint(b, q)
+                value, q = read_varint(b, q)
                 if key == 1 << 3:
                     n_sources = value
                 elif key == 2 << 3:
@@ -455,11 +254,11 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
                     raise UnknownLayout(f"block header field {key >> 3} = {value} (range or graph results, or "
                                         f"another entry kind this reader does not decode)")
             elif key == 3 << 3 | 2 or key == 4 << 3 | 2:
-                n, q = _varint(b, q)
+                n, q = read_varint(b, q)
                 if key == 3 << 3 | 2:
                     sessions.append(b[q : q + n])
                 else:  # the string table: NameIds count on from the previous block's
-                    for f, w, sp in _fields(b, q, q + n):
+                    for f, w, sp in iter_fields(b, q, q + n):
                         if f == 1 and w == 2:
                             name = by_bytes.get(b[sp[0] : sp[1]])
                             if name is not None:
@@ -467,7 +266,7 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
                             n_strings += 1
                 q += n
             else:
-                q = _skip(b, q, key)
+                q = skip_field(b, q, key)
         if q != head[1]:
             raise UnknownLayout(f"block header ends at byte {q}, its size says {head[1]}")
         p = head[1]
