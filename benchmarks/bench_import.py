@@ -179,8 +179,10 @@ def rep_vs_csv(rep_path: Path, csv_path: Path, label: str, work: Path, repeat: i
     provenance hash every import must compute); and a bare ncu_report read of the report (`bare`)."""
     rep, csv = _plain(rep_path, work), _plain(csv_path, work)
     n = sum(1 for _ in csv.open()) - 2  # header and units rows
-    t_rep, t_csv, h_rep, h_csv, t_nohash = (measure(kind, path, work, repeat)["seconds"] for kind, path in (
+    m_rep, m_csv, m_hrep, m_hcsv, m_nohash = (measure(kind, path, work, repeat) for kind, path in (
         ("perfreport", rep), ("perfreport", csv), ("sha256", rep), ("sha256", csv), ("perfreport-nohash", rep)))
+    t_rep, t_csv, h_rep, h_csv, t_nohash = (m["seconds"] for m in (m_rep, m_csv, m_hrep, m_hcsv, m_nohash))
+    peak_rep, peak_csv = m_rep["peak_delta_bytes"] / 1e6, m_csv["peak_delta_bytes"] / 1e6
     mb_rep, mb_csv = rep.stat().st_size / 1e6, csv.stat().st_size / 1e6
     print(f"\nsame {n} kernels ({label}): .ncu-rep {mb_rep:.1f} MB import {t_rep:.3f} s, raw CSV {mb_csv:.1f} MB "
           f"import {t_csv:.3f} s, rep/csv = {t_rep / t_csv:.2f}x; per kernel {t_rep / n * 1e3:.3f} ms (rep) vs "
@@ -188,9 +190,13 @@ def rep_vs_csv(rep_path: Path, csv_path: Path, label: str, work: Path, repeat: i
     print(f"  SHA-256 alone (the provenance hash; the import runs it on the second core beside the parse): of the "
           f".ncu-rep {h_rep:.3f} s = {h_rep / t_csv:.2f}x the whole CSV import; of the CSV {h_csv:.4f} s")
     print(f"  the .ncu-rep import with the hash taken out: {t_nohash:.3f} s = {t_nohash / t_csv:.2f}x the CSV import")
+    print(f"  peak memory (VmHWM minus RSS before; a mapped report's touched pages count): .ncu-rep import "
+          f"{peak_rep:.1f} MB = {peak_rep / mb_rep:.2f}x its file, CSV import {peak_csv:.1f} MB = "
+          f"{peak_csv / mb_csv:.2f}x its file")
     out = {"kernels": n, "rep_mb": mb_rep, "csv_mb": mb_csv, "rep_seconds": t_rep, "csv_seconds": t_csv,
            "ratio": t_rep / t_csv, "rep_sha256_seconds": h_rep, "csv_sha256_seconds": h_csv,
-           "rep_without_hash_seconds": t_nohash, "rep_without_hash_ratio": t_nohash / t_csv}
+           "rep_without_hash_seconds": t_nohash, "rep_without_hash_ratio": t_nohash / t_csv,
+           "rep_peak_mb": peak_rep, "csv_peak_mb": peak_csv}
     if bare:
         t_bare = measure("ncu_report", rep, work, repeat)["seconds"]
         print(f"  bare ncu_report read of that report (load, decode every action, read every metric value): "

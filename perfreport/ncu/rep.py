@@ -220,7 +220,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
-    with _report_bytes(path) as data:
+    with _report_bytes(path) as (data, plain):
         own = digest is None or digest.path != path
         sha = digest if digest is not None and not own else FileHash(path)
         if data[:4] != MAGIC:
@@ -250,7 +250,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
                 for k in sorted(progress_steps(len(launches))):
                     progress(f"{path.name}: {k}/{len(launches)} kernels read")
         if launches is None:
-            actions, (version, cmdline) = _read_ncu_report(path, wanted, progress)
+            actions, (version, cmdline) = _read_ncu_report(path, plain, wanted, progress)
             launches = [_launch(a, i, needed, None) for i, a in enumerate(actions)]
             sections = {s for a in actions for s in a.sections}
     if not launches:
@@ -318,31 +318,23 @@ class FileHash:
 
 
 @contextmanager
-def _report_bytes(path: Path) -> Iterator[ReportBytes]:
-    """The report's bytes: the file mapped (not copied), or a .gz decompressed in memory."""
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
-    with fh:
-        size = os.fstat(fh.fileno()).st_size
-        raw: ReportBytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+def _report_bytes(path: Path) -> Iterator[tuple[ReportBytes, Path]]:
+    """The report's bytes, mapped (not copied), and the plain file they come from (a .gz is first streamed into
+    a temporary file: a multi-GB report is never held in memory)."""
+    with _plain_report(path) as plain:
         try:
-            if path.suffix != ".gz":
-                yield raw
-                return
+            fh = plain.open("rb")
+        except OSError as exc:
+            raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            raw: ReportBytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
             try:
-                data = gzip.decompress(raw)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(
-                    f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
-                    f"re-compress the original report with `gzip -k R.ncu-rep` or pass the .ncu-rep itself."
-                ) from exc
-            yield data
-        finally:
-            if isinstance(raw, mmap.mmap):
-                with suppress(BufferError):  # a view into it is still referenced (an error's traceback): GC closes
-                    raw.close()
+                yield raw, plain
+            finally:
+                if isinstance(raw, mmap.mmap):
+                    with suppress(BufferError):  # a view is still referenced (an error's traceback): the GC closes
+                        raw.close()
 
 
 def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
@@ -358,34 +350,34 @@ def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
     )
 
 
-def _read_ncu_report(path: Path, wanted: frozenset[str], progress: Progress | None
+def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None
                      ) -> tuple[list[Action], tuple[str | None, str | None]]:
-    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to)."""
+    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to); `plain`: the
+    report as ncu wrote it (`path` itself, or its gunzipped copy)."""
     try:
         import ncu_report
     except ImportError as exc:  # pragma: no cover - dependency is declared
         raise InputError(
             f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
         ) from exc
-    with _plain_report(path) as plain:
-        facts = _file_session_facts(plain)
-        try:
-            ctx = ncu_report.load_report(str(plain))
-        except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
-            raise InputError(f"report '{path}': ncu_report could not load it: {exc}") from exc
-        actions: list[Action] = []
-        ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
-        total = sum(rng.num_actions() for rng in ranges)
-        report_at = progress_steps(total) if progress is not None else set()
-        for rng in ranges:
-            for i in range(rng.num_actions()):
-                act = rng.action_by_idx(i)
-                if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
-                    raise InputError(
-                        f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
-                        f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
-                    )
-                actions.append(_from_ncu_report(act, wanted))
-                if progress is not None and len(actions) in report_at:
-                    progress(f"{path.name}: {len(actions)}/{total} kernels read")
+    facts = _file_session_facts(plain)
+    try:
+        ctx = ncu_report.load_report(str(plain))
+    except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
+        raise InputError(f"report '{path}': ncu_report could not load it: {exc}") from exc
+    actions: list[Action] = []
+    ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
+    total = sum(rng.num_actions() for rng in ranges)
+    report_at = progress_steps(total) if progress is not None else set()
+    for rng in ranges:
+        for i in range(rng.num_actions()):
+            act = rng.action_by_idx(i)
+            if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
+                raise InputError(
+                    f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
+                    f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
+                )
+            actions.append(_from_ncu_report(act, wanted))
+            if progress is not None and len(actions) in report_at:
+                progress(f"{path.name}: {len(actions)}/{total} kernels read")
     return actions, facts
