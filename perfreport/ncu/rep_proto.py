@@ -24,6 +24,10 @@ class Truncated(Exception):
 
 
 def read_varint(b: ReportBytes, p: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at p; one byte (the common case) first."""
+    c = b[p]
+    if c < 0x80:
+        return c, p + 1
     value = shift = 0
     while True:
         c = b[p]
@@ -39,25 +43,13 @@ def read_varint(b: ReportBytes, p: int) -> tuple[int, int]:
 def iter_fields(b: ReportBytes, p: int, end: int) -> Iterator[tuple[int, int, Any]]:
     """Yield (field, wire type, value) of the message b[p:end]; length-delimited values as (start, stop)."""
     while p < end:
-        key = b[p]  # one-byte varints (the common case) inline
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = read_varint(b, p)
+        key, p = read_varint(b, p)
         number, wire = key >> 3, key & 7
         value: Any
         if wire == 0:
-            value = b[p]
-            if value < 0x80:
-                p += 1
-            else:
-                value, p = read_varint(b, p)
+            value, p = read_varint(b, p)
         elif wire == 2:
-            n = b[p]
-            if n < 0x80:
-                p += 1
-            else:
-                n, p = read_varint(b, p)
+            n, p = read_varint(b, p)
             value = (p, p + n)
             p += n
         elif wire == 1:

@@ -15,37 +15,21 @@ def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
 
     An item holds at most one message (1: text, 2: type) besides focus metrics, tables and speedups; an item
     without a message is listed too, with type NONE and no text (ncu_report does the same). Plain loops, not
-    _fields: a 150-launch report holds ~260 distinct rule results of ~500 bytes.
+    iter_fields: a 150-launch report holds ~260 distinct rule results of ~500 bytes.
     """
     p, end = span
     ident = section = ""
     items: list[tuple[str, str]] = []
     while p < end:
-        key = b[p]
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = read_varint(b, p)
+        key, p = read_varint(b, p)
         if key == 1 << 3 | 2 or key == 4 << 3 | 2 or key == 3 << 3 | 2:
-            n = b[p]
-            if n < 0x80:
-                p += 1
-            else:
-                n, p = read_varint(b, p)
+            n, p = read_varint(b, p)
             if key == 3 << 3 | 2:
                 q, stop = p, p + n
                 while q < stop:  # the body: its items (field 1), each one message at most
-                    k1 = b[q]
-                    if k1 < 0x80:
-                        q += 1
-                    else:
-                        k1, q = read_varint(b, q)
+                    k1, q = read_varint(b, q)
                     if k1 == 1 << 3 | 2:
-                        n1 = b[q]
-                        if n1 < 0x80:
-                            q += 1
-                        else:
-                            n1, q = read_varint(b, q)
+                        n1, q = read_varint(b, q)
                         items.append(_message(b, q, q + n1))
                         q += n1
                     else:
@@ -68,41 +52,21 @@ def _message(b: ReportBytes, p: int, end: int) -> tuple[str, str]:
     """(type, text) of a rule item b[p:end]: its message (field 1: 1 text, 2 type), if it has one."""
     kind, text = "0", ""  # a message that stores no type is NONE (the proto default), as ncu_report says
     while p < end:
-        key = b[p]
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = read_varint(b, p)
+        key, p = read_varint(b, p)
         if key != 1 << 3 | 2:
             p = skip_field(b, p, key)
             continue
-        n = b[p]
-        if n < 0x80:
-            p += 1
-        else:
-            n, p = read_varint(b, p)
+        n, p = read_varint(b, p)
         q, stop = p, p + n
         p = stop
         while q < stop:
-            k3 = b[q]
-            if k3 < 0x80:
-                q += 1
-            else:
-                k3, q = read_varint(b, q)
+            k3, q = read_varint(b, q)
             if k3 == 1 << 3 | 2:
-                n3 = b[q]
-                if n3 < 0x80:
-                    q += 1
-                else:
-                    n3, q = read_varint(b, q)
+                n3, q = read_varint(b, q)
                 text = b[q : q + n3].decode("utf-8", "replace")
                 q += n3
             elif k3 == 2 << 3 | 0:
-                v3 = b[q]
-                if v3 < 0x80:
-                    q += 1
-                else:
-                    v3, q = read_varint(b, q)
+                v3, q = read_varint(b, q)
                 known = MSG_TYPES.get(v3)
                 if known is None:
                     raise UnknownLayout(f"rule message type {v3} at byte {q}")

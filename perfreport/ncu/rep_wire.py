@@ -115,23 +115,10 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         if key == _METRIC_TAG:
             p = _metrics(b, p, end, wanted, values)
             continue
-        if key < 0x80:
-            p += 1
-        elif b[p + 1] < 0x80:
-            key = (key & 0x7F) | b[p + 1] << 7
-            p += 2
-        else:
-            key, p = read_varint(b, p)
+        key, p = read_varint(b, p)
         wire = key & 7
         if wire == 2:
-            n = b[p]
-            if n < 0x80:
-                p += 1
-            elif b[p + 1] < 0x80:
-                n = (n & 0x7F) | b[p + 1] << 7
-                p += 2
-            else:
-                n, p = read_varint(b, p)
+            n, p = read_varint(b, p)
             start, p = p, p + n
             if key == _RULE_TAG:
                 raw = b[start:p]
@@ -149,10 +136,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             elif key == 7 << 3 | 2:
                 demangled = b[start:p].decode("utf-8", "replace")
         elif wire == 0:
-            if b[p] < 0x80:
-                p += 1
-            else:
-                _, p = read_varint(b, p)
+            _, p = read_varint(b, p)
         elif wire == 1 or wire == 5:
             p += 8 if wire == 1 else 4
         else:
