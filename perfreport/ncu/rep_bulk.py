@@ -2,13 +2,14 @@
 
 Every result (profiled launch) holds its metrics as one contiguous run of entries (tag, length, NameId, value,
 instance values). Launches of the same kernel in one report write the same metrics in the same order with the
-same entry lengths (ncu 2025.3.1: 147 of 150 launches of tests/data/h200_oracle/many/ match the previous launch of
-their kernel entry for entry; values change, sizes do not). So the first launch of each kernel is walked entry by
-entry (rep_wire) and becomes a template: where each entry's header bytes lie and what they are. Every later
-launch of that kernel is checked against it with numpy: all header bytes (tag, length varint, NameId tag and
-varint) of all its entries equal, and its run ends where the template's does. That proves the entries lie where
-the template says (each header fixes where the next entry starts), so the wanted values are decoded at those
-places, in bulk. A launch that differs anywhere is walked entry by entry instead. The result is exactly the walk's.
+same entry lengths (ncu 2025.3.1: every later launch in tests/data/h200_oracle/many/, 147 of them, and in
+tests/data/h200_many_layers/, 217, matches its kernel's first launch entry for entry; values change, sizes do
+not). So the first launch of each kernel is walked entry by entry and becomes a template: where each entry's
+header bytes lie and what they are. Every later launch of that kernel is checked against it with numpy: all
+header bytes (tag, length varint, NameId tag and varint) of all its entries equal, and its run ends where the
+template's does. That proves the entries lie where the template says (each header fixes where the next entry
+starts), so the wanted values are decoded at those places, in bulk. A launch that differs anywhere is walked
+entry by entry instead (rep_wire). The result is exactly the walk's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Read the metric values of a .ncu-rep straight from its bytes: the report's own protobuf layout, no decode.
 
 A report (ncu 2025.3.1, file format version 7) is `NVR\\0`, a u32-sized file header, then blocks: a u32-sized
-block header (1 NumSources, 2 NumResults, 3 session details, 4 string table, 5 PayloadSize) and a payload of
+block header (1 NumSources, 2 NumResults, 3 session details, 4 string table, 5 PayloadSize; 7 and 9 count range
+and graph results, which go to ncu_report) and a payload of
 u32-sized entries, the sources first, then the results. A result (one profiled kernel) holds its names (5 name
 as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated: 1 NameId into the string table,
 2 the value: 1 string, 2 float, 3 double, 4 uint32, 5 uint64), its sections (17: 1 identifier) and its rule
