@@ -93,43 +93,47 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     """
     check_id("cell", cell_id)
     hashes = _start_hashes(bundle_path)  # a report's SHA-256 runs on the second core while config and parse run
-    campaign = load_campaign(campaign_dir, strict=strict)
-    cell = campaign.cell(cell_id)
-    ceilings = load_ceilings(campaign.ceilings_override)
-    if not ceilings.has_hardware(campaign.hardware):
-        raise PerfReportError(
-            f"{campaign_dir}/config.yaml: hardware {campaign.hardware!r} is not in sol-ceilings.yaml; "
-            f"expected one of {', '.join(ceilings.hardware_keys())}. Fix `hardware:` or add it via "
-            f"`ceilings_override:`."
-        )
-    ctx = DeriveContext(ceilings=ceilings, hardware=campaign.hardware)
-    warnings = list(campaign.warnings)
-    sources: list[dict[str, Any]] = []
-    kernels: list[dict[str, Any]] = []
-    inputs = _inputs(bundle_path)
-    for i, path in enumerate(inputs, 1):
-        if progress is not None:
-            size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
-            progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
-        capture = read_export(path, progress, hashes.get(path), rep_reader)
-        entries = summarize_capture(capture, ctx, path.name)
-        if path in hashes:  # started before the config was read; collected once the derivation is done
-            capture.sha256 = hashes[path].result()
-        sources.append(_source_record(capture, path.name, len(entries)))
-        kernels.extend(entries)
-        warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)
-        warnings.extend(_unmeasured_warning(path, entries, capture.section_set))
-    if strict and warnings:
-        raise PerfReportError("--strict: import refused because of warnings:\n" +
-                              "\n".join(f"  - {w}" for w in warnings))
-    out = cell.cell_dir(campaign) / FILE_NAME
-    header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": campaign.hardware,
-              "ceilings_sources": [Path(s).name for s in ceilings.sources]}
-    data = merge_sources(read_cell(out), header, sources, kernels)
-    write_cell(out, data)
-    if bundle_path.is_dir():
-        fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], captured_at(inputs), _method(sources))
-    return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)
+    try:
+        campaign = load_campaign(campaign_dir, strict=strict)
+        cell = campaign.cell(cell_id)
+        ceilings = load_ceilings(campaign.ceilings_override)
+        if not ceilings.has_hardware(campaign.hardware):
+            raise PerfReportError(
+                f"{campaign_dir}/config.yaml: hardware {campaign.hardware!r} is not in sol-ceilings.yaml; "
+                f"expected one of {', '.join(ceilings.hardware_keys())}. Fix `hardware:` or add it via "
+                f"`ceilings_override:`."
+            )
+        ctx = DeriveContext(ceilings=ceilings, hardware=campaign.hardware)
+        warnings = list(campaign.warnings)
+        sources: list[dict[str, Any]] = []
+        kernels: list[dict[str, Any]] = []
+        inputs = _inputs(bundle_path)
+        for i, path in enumerate(inputs, 1):
+            if progress is not None:
+                size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
+                progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
+            capture = read_export(path, progress, hashes.get(path), rep_reader)
+            entries = summarize_capture(capture, ctx, path.name)
+            if path in hashes:  # started before the config was read; collected once the derivation is done
+                capture.sha256 = hashes[path].result()
+            sources.append(_source_record(capture, path.name, len(entries)))
+            kernels.extend(entries)
+            warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)
+            warnings.extend(_unmeasured_warning(path, entries, capture.section_set))
+        if strict and warnings:
+            raise PerfReportError("--strict: import refused because of warnings:\n" +
+                                  "\n".join(f"  - {w}" for w in warnings))
+        out = cell.cell_dir(campaign) / FILE_NAME
+        header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": campaign.hardware,
+                  "ceilings_sources": [Path(s).name for s in ceilings.sources]}
+        data = merge_sources(read_cell(out), header, sources, kernels)
+        write_cell(out, data)
+        if bundle_path.is_dir():
+            fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], captured_at(inputs), _method(sources))
+        return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)
+    finally:  # a refused import leaves no hash reading its files (a caller may rewrite them next)
+        for h in hashes.values():
+            h.close()
 
 
 def _method(sources: list[dict[str, Any]]) -> str:

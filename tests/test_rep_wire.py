@@ -272,3 +272,25 @@ def test_a_report_replicated_by_kernel_is_one_ncu_report_reads(tmp_path: Path) -
         first = ours.launches[i % 6]
         assert (launch.name, launch.metrics, launch.units, launch.rules) == (
             first.name, first.metrics, first.units, first.rules)
+
+
+def test_a_refused_report_can_be_rewritten_at_once(tmp_path: Path) -> None:
+    """A refused import leaves no hash reading the file: rewriting it right away, as a user re-copying a report
+    does, never races a background read (a mapped hash of a shrinking file died of SIGBUS once)."""
+    from conftest import ONE_CELL_CONFIG
+    from perfreport.importer import import_ncu
+
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    (camp / "config.yaml").write_text(ONE_CELL_CONFIG)
+    data = gzip.decompress(FULL.read_bytes())
+    path = tmp_path / "r.ncu-rep"
+    for cut in (200_000, 5_000_000, len(data) - 700_000) * 4:
+        path.write_bytes(data[:cut])
+        for reader in ("auto", "ncu_report"):
+            with pytest.raises(InputError, match="truncated or damaged"):
+                import_ncu(camp, "c1", path, rep_reader=reader)
+        path.write_bytes(b"NVR\x00")  # shrinks the file the refused import just read
+        with pytest.raises(InputError):
+            rep.read_rep(path)
+    assert not (camp / "cells").exists()

@@ -220,9 +220,18 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
+    own = digest is None or digest.path != path
+    sha = digest if digest is not None and not own else FileHash(path)
+    try:
+        return _read_rep(path, progress, reader, sha, own)
+    except BaseException:
+        if own:
+            sha.close()  # no read of the file outlives a refused import (the caller may rewrite it next)
+        raise
+
+
+def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash, own: bool) -> Capture:
     with _report_bytes(path) as (data, plain):
-        own = digest is None or digest.path != path
-        sha = digest if digest is not None and not own else FileHash(path)
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
@@ -274,32 +283,22 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
 
 
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
-_HASH_CHUNK = 128 << 20
+_HASH_CHUNK = 16 << 20
 
 
 def _sha256_file(path: Path) -> str:
-    """SHA-256 of a file, updated over its mapping 128 MB at a time.
+    """SHA-256 of a file read 16 MB at a time.
 
-    Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python); pieces
-    already hashed are dropped from the mapping, so a multi-GB report never counts as resident. (Reading into a
-    buffer instead costs a copy, and zeroing a large buffer holds the GIL: 64 MB stalled the parse by 40 ms.)
+    Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python). Reads, not
+    a mapping: a mapped file that shrinks while it is hashed (a report re-copied, a test rewriting it after a
+    refused import) kills the process with SIGBUS; a read just ends. 16 MB: zeroing the buffer holds the GIL
+    (64 MB stalled the parse by 40 ms), smaller pieces wait for the GIL more often (switch interval 5 ms).
     """
     h = hashlib.sha256()
-    with path.open("rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return h.hexdigest()
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            try:
-                for at in range(0, size, _HASH_CHUNK):
-                    piece = view[at : at + _HASH_CHUNK]
-                    h.update(piece)
-                    piece.release()
-                    if hasattr(mmap, "MADV_DONTNEED"):  # Linux, macOS
-                        mm.madvise(mmap.MADV_DONTNEED, at, min(_HASH_CHUNK, size - at))
-            finally:
-                view.release()
+    with path.open("rb", buffering=0) as fh:
+        view = memoryview(bytearray(min(_HASH_CHUNK, max(1, os.fstat(fh.fileno()).st_size))))
+        while n := fh.readinto(view):
+            h.update(view[:n])
     return h.hexdigest()
 
 
@@ -315,6 +314,12 @@ class FileHash:
             return self._future.result()
         except OSError as exc:
             raise InputError(f"report '{self.path}': cannot read it ({exc.strerror or exc}).") from exc
+
+    def close(self) -> None:
+        """Drop it: cancelled if not started, else waited for, so no read of the file outlives the caller."""
+        if not self._future.cancel():
+            with suppress(Exception):
+                self._future.result()
 
 
 @contextmanager
