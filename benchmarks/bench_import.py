@@ -106,6 +106,8 @@ elif kind == "ncu_report":  # the bare read of a .ncu-rep: load, decode every ac
 elif kind == "sha256":  # the provenance hash alone (one update over the mapped file): any import's floor
     import hashlib, mmap
     def run():
+        if path.stat().st_size == 0:
+            return hashlib.sha256(b"").hexdigest()
         with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return hashlib.sha256(mm).hexdigest()
 elif kind in ("perfreport", "perfreport-nohash"):  # -nohash: the provenance hash taken out (the reader's own cost)
@@ -122,6 +124,7 @@ elif kind in ("perfreport", "perfreport-nohash"):  # -nohash: the provenance has
         class _NoHash:
             def __init__(self, p): self.path = p
             def result(self): return "0" * 64
+            def close(self): pass
         perfreport.ncu.rep.FileHash = importer_module.FileHash = _NoHash
     def run():
         return import_ncu(camp, "c", path)

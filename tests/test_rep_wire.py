@@ -276,8 +276,9 @@ def test_a_report_replicated_by_kernel_is_one_ncu_report_reads(tmp_path: Path) -
 
 def test_a_refused_report_can_be_rewritten_at_once(tmp_path: Path) -> None:
     """A refused import leaves no hash reading the file: rewriting it right away, as a user re-copying a report
-    does, never races a background read (a mapped hash of a shrinking file died of SIGBUS once)."""
+    does, never races a background read of the mapped file (the suite died of SIGBUS once when it did)."""
     from conftest import ONE_CELL_CONFIG
+
     from perfreport.importer import import_ncu
 
     camp = tmp_path / "camp"
