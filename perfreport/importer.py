@@ -60,13 +60,12 @@ def _inputs(bundle_path: Path) -> list[Path]:
     return [bundle_path]
 
 
-def _start_hashes(bundle_path: Path) -> dict[Path, FileHash]:
-    """Start hashing every .ncu-rep input now (a 20 MB report hashes in ~13 ms, about its whole parse)."""
+def _early_inputs(bundle_path: Path) -> list[Path] | None:
+    """The inputs, if they can be listed now (None: the error is raised in order, after the config's)."""
     try:
-        inputs = _inputs(bundle_path)
+        return _inputs(bundle_path)
     except PerfReportError:
-        return {}  # reported in order, after the config, by the normal path
-    return {p: FileHash(p) for p in inputs if p.is_file() and is_report(p)}
+        return None
 
 
 def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: str | None) -> list[str]:
@@ -92,7 +91,9 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     every tenth of its kernels. `rep_reader` "ncu_report" reads reports with NVIDIA's module only (rep.read_rep).
     """
     check_id("cell", cell_id)
-    hashes = _start_hashes(bundle_path)  # a report's SHA-256 runs on the second core while config and parse run
+    early = _early_inputs(bundle_path)
+    # a report's SHA-256 (~13 ms for 20 MB, about its whole parse) runs on the second core while config and parse run
+    hashes = {p: FileHash(p) for p in early or [] if p.is_file() and is_report(p)}
     try:
         campaign = load_campaign(campaign_dir, strict=strict)
         cell = campaign.cell(cell_id)
@@ -107,7 +108,7 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
         warnings = list(campaign.warnings)
         sources: list[dict[str, Any]] = []
         kernels: list[dict[str, Any]] = []
-        inputs = _inputs(bundle_path)
+        inputs = early if early is not None else _inputs(bundle_path)
         for i, path in enumerate(inputs, 1):
             if progress is not None:
                 size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu import rep, rep_proto, rep_rules, rep_wire
+from perfreport.ncu import rep, rep_rules, rep_wire
 from perfreport.ncu.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,8 +100,8 @@ def test_a_real_decode_mix_is_read_in_bulk() -> None:
 
     data = gzip.decompress((ROOT / "tests/data/h200_many_layers/layers16_basic.ncu-rep.gz").read_bytes())
     wanted = rep._wanted()
-    ids = {i: n for i, n in enumerate(_strings(data)) if n in wanted}
-    runs = read_runs(data, _results(data), ids)
+    f = rep_wire.frame(data, wanted)
+    runs = read_runs(data, f.results, f.wanted)
     assert len(runs) == 224 and all(r is not None for r in runs)
     assert len({a.function for a in rep_wire.read_report(data, wanted).actions}) == 7
 
@@ -114,48 +114,18 @@ def test_many_launches_are_read_in_bulk() -> None:
     wanted = rep._wanted()
     report = rep_wire.read_report(data, wanted)
     assert len(report.actions) == 150 and len({a.function for a in report.actions}) == 3
-    results = _results(data)
-    ids = {i: n for i, n in enumerate(_strings(data)) if n in wanted}
-    runs = read_runs(data, results, ids)
+    f = rep_wire.frame(data, wanted)
+    runs = read_runs(data, f.results, f.wanted)
     assert sum(r is not None for r in runs) == 150  # the first launch matches itself
-
-
-def _strings(data: bytes) -> list[str]:
-    out: list[str] = []
-    p = 8 + int.from_bytes(data[4:8], "little")
-    while p < len(data):
-        size = int.from_bytes(data[p : p + 4], "little")
-        for number, wire, v in rep_proto.iter_fields(data, p + 4, p + 4 + size):
-            if number == 4 and wire == 2:
-                out.extend(data[s:e].decode() for f, w, (s, e) in rep_proto.iter_fields(data, *v) if f == 1)
-        counts = {n: v for n, w, v in rep_proto.iter_fields(data, p + 4, p + 4 + size) if w == 0}
-        p += 4 + size + counts.get(5, 0)
-    return out
-
-
-def _results(data: bytes) -> list[tuple[int, int]]:
-    out = []
-    p = 8 + int.from_bytes(data[4:8], "little")
-    while p < len(data):
-        size = int.from_bytes(data[p : p + 4], "little")
-        counts = {n: v for n, w, v in rep_proto.iter_fields(data, p + 4, p + 4 + size) if w == 0}
-        q = p + 4 + size
-        for k in range(counts.get(1, 0) + counts.get(2, 0)):
-            n = int.from_bytes(data[q : q + 4], "little")
-            if k >= counts.get(1, 0):
-                out.append((q + 4, q + 4 + n))
-            q += 4 + n
-        p = q
-    return out
 
 
 def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> None:
     """Lengthen one metric entry of launch #4 (a later launch of kernel #1): bulk must notice and walk it."""
     data = bytearray(gzip.decompress(MANY.read_bytes()))
-    start, end = _results(bytes(data))[3]
-    p, _, _ = rep_wire.prefix(bytes(data), start, end)
-    assert p is not None
     wanted = rep._wanted()
+    start, end = rep_wire.frame(bytes(data), wanted).results[3]
+    p, _ = rep_wire.prefix(bytes(data), start, end)
+    assert p is not None
     # swap the first two metric entries: same bytes, other order: header bytes now differ from the template
     n1 = data[p + 1] + 2
     n2 = data[p + n1 + 1] + 2

@@ -36,22 +36,19 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
         raise InputError(f"capture '{path}': no such file. Pass a .ncu-rep, an ncu CSV export, or a bundle folder.")
     if path.is_dir():
         raise InputError(f"capture '{path}': is a folder without ncu-profiles/; expected a file or a bundle.")
-    name = path.name.lower()
-    if name.endswith(REP_SUFFIXES):
-        from perfreport.ncu.rep import read_rep
-
-        return read_rep(path, progress, rep_reader, digest)
-    if name.endswith(CSV_SUFFIXES):
+    report = is_report(path)
+    if not report and path.name.lower().endswith(CSV_SUFFIXES):
         from perfreport.ncu.catalog import load_catalog
         from perfreport.ncu.csv_read import read_csv_export
 
         return read_csv_export(path, frozenset(load_catalog().needed()))
-    with path.open("rb") as fh:
-        head = fh.read(4)
-    if head == b"NVR\x00":
+    if not report:
+        with path.open("rb") as fh:
+            report = fh.read(4) == b"NVR\x00"  # a report by its first bytes, whatever its name
+    if report:
         from perfreport.ncu.rep import read_rep
 
-        return read_rep(path, progress, rep_reader)
+        return read_rep(path, progress, rep_reader, digest)
     raise InputError(
         f"capture '{path}': unknown file type (expected a name ending in "
         f"{', '.join(REP_SUFFIXES + CSV_SUFFIXES)}). Export with `ncu -o NAME` or "

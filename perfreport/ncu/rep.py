@@ -10,7 +10,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -49,7 +49,7 @@ def _plain_report(path: Path) -> Iterator[Path]:
         yield out
 
 
-def _varint_string(data: bytes, start: int) -> str | None:
+def _varint_string(data: ReportBytes, start: int) -> str | None:
     """Decode the protobuf string at `start` from the length varint just before it (1 or 2 bytes)."""
     candidates = []
     if start >= 2 and data[start - 2] & 0x80 and not data[start - 1] & 0x80:
@@ -63,8 +63,8 @@ def _varint_string(data: bytes, start: int) -> str | None:
     return None
 
 
-def _session_facts(records: list[bytes]) -> tuple[str | None, str | None]:
-    """ncu version and command line, stored as strings in the report's session records."""
+def _session_facts(records: Sequence[ReportBytes]) -> tuple[str | None, str | None]:
+    """ncu version and command line, stored as strings in the report's session records (or anywhere in it)."""
     version = cmdline = None
     for data in records:
         if version is None and (v := _VERSION_RE.search(data)):
@@ -74,24 +74,6 @@ def _session_facts(records: list[bytes]) -> tuple[str | None, str | None]:
             if full is not None:
                 exe, _, args = full.partition("/ncu ")
                 cmdline = "ncu " + args.strip()
-    return version, cmdline
-
-
-def _file_session_facts(path: Path) -> tuple[str | None, str | None]:
-    """The same facts for ncu_report's path: the file scanned in 8 MB chunks until both are found."""
-    version = cmdline = None
-    chunk, overlap, offset = 8 << 20, 4096, 0
-    with path.open("rb") as fh:
-        while version is None or cmdline is None:
-            fh.seek(max(0, offset - overlap))
-            data = fh.read(chunk + overlap)
-            if not data:
-                break
-            v, c = _session_facts([data])
-            version, cmdline = version or v, cmdline or c
-            offset += chunk
-            if len(data) < chunk:
-                break
     return version, cmdline
 
 
@@ -259,7 +241,8 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
                 for k in sorted(progress_steps(len(launches))):
                     progress(f"{path.name}: {k}/{len(launches)} kernels read")
         if launches is None:
-            actions, (version, cmdline) = _read_ncu_report(path, plain, wanted, progress)
+            actions = _read_ncu_report(path, plain, wanted, progress)
+            version, cmdline = _session_facts([data])  # the first matches in the mapped file, as ncu_report reads it
             launches = [_launch(a, i, needed, None) for i, a in enumerate(actions)]
             sections = {s for a in actions for s in a.sections}
     if not launches:
@@ -366,8 +349,7 @@ def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
     )
 
 
-def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None
-                     ) -> tuple[list[Action], tuple[str | None, str | None]]:
+def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None) -> list[Action]:
     """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to); `plain`: the
     report as ncu wrote it (`path` itself, or its gunzipped copy)."""
     try:
@@ -376,7 +358,6 @@ def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: 
         raise InputError(
             f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
         ) from exc
-    facts = _file_session_facts(plain)
     try:
         ctx = ncu_report.load_report(str(plain))
     except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
@@ -396,4 +377,4 @@ def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: 
             actions.append(_from_ncu_report(act, wanted))
             if progress is not None and len(actions) in report_at:
                 progress(f"{path.name}: {len(actions)}/{total} kernels read")
-    return actions, facts
+    return actions

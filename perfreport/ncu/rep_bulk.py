@@ -52,18 +52,10 @@ def _template(b: ReportBytes, start: int, end: int, wanted: dict[int, str]) -> _
     nid: list[int] = []
     p = start
     while p < end and b[p] == _METRIC_TAG:
-        n = b[p + 1]
-        if n < 0x80:
-            q = p + 2
-        else:
-            n, q = read_varint(b, p + 1)
+        n, q = read_varint(b, p + 1)
         if b[q] != _ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {q}")
-        ident = b[q + 1]
-        if ident < 0x80:
-            r = q + 2
-        else:
-            ident, r = read_varint(b, q + 1)
+        ident, r = read_varint(b, q + 1)
         at.append(p - start)
         size.append(r - p)
         if ident in wanted:
@@ -99,11 +91,11 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
     launches: dict[bytes, list[int]] = {}
     names: list[tuple[bytes, bytes, bytes]] = []
     for i, (s, e) in enumerate(results):
-        start, name, all_names = prefix(b, s, e)
-        names.append(all_names)
+        start, result_names = prefix(b, s, e)
+        names.append(result_names)
         if start is not None:
             starts[i] = start
-            launches.setdefault(name, []).append(i)
+            launches.setdefault(result_names[0], []).append(i)  # by the name as launched
     runs: list[Run | None] = [None] * len(results)
     ends = np.array([e for _, e in results], dtype=np.int64)
     lanes, bodies, stops, nids = [], [], [], []

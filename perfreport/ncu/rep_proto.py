@@ -66,6 +66,7 @@ def iter_fields(b: ReportBytes, p: int, end: int) -> Iterator[tuple[int, int, An
 
 
 def field_text(b: ReportBytes, span: tuple[int, int]) -> str:
+    """The string field b[span] (ncu writes UTF-8; a bad byte becomes U+FFFD rather than an error)."""
     return b[span[0] : span[1]].decode("utf-8", "replace")
 
 
@@ -92,9 +93,6 @@ def skip_field(b: ReportBytes, p: int, key: int) -> int:
             p += 1
         return p + 1
     if wire == 2:
-        n = b[p]
-        if n < 0x80:
-            return p + 1 + n
         n, p = read_varint(b, p)
         return p + n
     if wire == 1 or wire == 5:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfreport.ncu.model import Rule
-from perfreport.ncu.rep_proto import ReportBytes, UnknownLayout, read_varint, skip_field
+from perfreport.ncu.rep_proto import ReportBytes, UnknownLayout, field_text, read_varint, skip_field
 
 # The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
 # numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
@@ -37,9 +37,9 @@ def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
                 if q != stop:
                     raise UnknownLayout(f"rule body ends at byte {q}, its size says {stop}")
             elif key == 1 << 3 | 2:
-                ident = b[p : p + n].decode("utf-8", "replace")
+                ident = field_text(b, (p, p + n))
             else:
-                section = b[p : p + n].decode("utf-8", "replace")
+                section = field_text(b, (p, p + n))
             p += n
         else:
             p = skip_field(b, p, key)
@@ -63,7 +63,7 @@ def _message(b: ReportBytes, p: int, end: int) -> tuple[str, str]:
             k3, q = read_varint(b, q)
             if k3 == 1 << 3 | 2:
                 n3, q = read_varint(b, q)
-                text = b[q : q + n3].decode("utf-8", "replace")
+                text = field_text(b, (q, q + n3))
                 q += n3
             elif k3 == 2 << 3 | 0:
                 v3, q = read_varint(b, q)

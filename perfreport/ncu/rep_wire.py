@@ -29,6 +29,7 @@ from perfreport.ncu.rep_proto import (
     ReportBytes,
     Truncated,
     UnknownLayout,
+    field_text,
     iter_fields,
     metric_value,
     read_varint,
@@ -64,7 +65,7 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
     """Walk the contiguous run of metric entries from p; decode the wanted ones; return where the run ends.
 
     The hot loop of the reader (a full-set kernel holds ~2,250 entries, we want ~90): one- and two-byte varints
-    (entry lengths below 16 KB, NameIds below 16384) are decoded inline, longer ones by _varint.
+    (entry lengths below 16 KB, NameIds below 16384) are decoded inline, longer ones by read_varint.
     """
     while p < end and b[p] == _METRIC_TAG:
         n = b[p + 1]
@@ -131,11 +132,11 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             elif key == _SECTION_TAG:
                 sections.append(_section_id(b, (start, p)))
             elif key == 5 << 3 | 2:
-                name = b[start:p].decode("utf-8", "replace")
+                name = field_text(b, (start, p))
             elif key == 6 << 3 | 2:
-                function = b[start:p].decode("utf-8", "replace")
+                function = field_text(b, (start, p))
             elif key == 7 << 3 | 2:
-                demangled = b[start:p].decode("utf-8", "replace")
+                demangled = field_text(b, (start, p))
         elif wire == 0:
             _, p = read_varint(b, p)
         elif wire == 1 or wire == 5:
@@ -153,29 +154,25 @@ def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     if p < end and b[p] == 1 << 3 | 2:
         n, q = read_varint(b, p + 1)
         if q + n <= end:
-            return b[q : q + n].decode("utf-8", "replace")
+            return field_text(b, (q, q + n))
     raise UnknownLayout(f"a section without its identifier first at byte {p}")
 
 
-def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, bytes, tuple[bytes, bytes, bytes]]:
-    """Where the result b[p:end]'s first metric entry starts (None: it has none), its launch name's bytes, and the
-    bytes of its names before that (5 as launched, 6 function, 7 demangled)."""
+def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, tuple[bytes, bytes, bytes]]:
+    """Where the result b[p:end]'s first metric entry starts (None: it has none), and the bytes of its names
+    before that (5 as launched, 6 function, 7 demangled)."""
     names = [b"", b"", b""]
     while p < end:
-        key = b[p]
-        if key == _METRIC_TAG:
+        if b[p] == _METRIC_TAG:
             break
-        if key < 0x80:
-            p += 1
-        else:
-            key, p = read_varint(b, p)
+        key, p = read_varint(b, p)
         if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
             n, p = read_varint(b, p)
             names[(key >> 3) - 5] = b[p : p + n]
             p += n
         else:
             p = skip_field(b, p, key)
-    return (p if p < end else None), names[0], (names[0], names[1], names[2])
+    return (p if p < end else None), (names[0], names[1], names[2])
 
 
 def _u32(b: ReportBytes, p: int, results: int) -> int:
@@ -205,7 +202,29 @@ def read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: b
         raise UnknownLayout(f"an entry points outside the file ({exc})") from exc
 
 
+@dataclass
+class Frame:
+    """Where a report's results lie, the NameIds of the wanted metrics, and the session records' bytes."""
+
+    results: list[tuple[int, int]]  # each ProfileResult's (start, end)
+    wanted: dict[int, str]  # NameId -> metric name, for the wanted names the string tables hold
+    sessions: list[bytes]
+
+
 def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: bool) -> Report:
+    f = frame(b, wanted_names)
+    walked: list[Run | None] = [None] * len(f.results)
+    if bulk and f.results:
+        from perfreport.ncu.rep_bulk import read_runs
+
+        walked = read_runs(b, f.results, f.wanted)
+    rule_cache: dict[bytes, list[Rule]] = {}
+    return Report([_result(b, s, e, f.wanted, w, rule_cache) for (s, e), w in zip(f.results, walked, strict=True)],
+                  f.sessions)
+
+
+def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
+    """Walk the file header and every block (header, then its u32-sized entries), reading no result yet."""
     if b[:4] != b"NVR\x00" or len(b) < 8:
         raise UnknownLayout("no NVR header")
     size = _u32(b, 4, 0)
@@ -257,9 +276,7 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
         p = head[1]
         stop = p + payload
         for k in range(n_sources + n_results):
-            if p + 4 > len(b):
-                raise Truncated(p, 4, len(results))
-            n = unpack_from("<I", b, p)[0]
+            n = _u32(b, p, len(results))
             if p + 4 + n > len(b):
                 raise Truncated(p, n, len(results))
             if k >= n_sources:
@@ -269,11 +286,4 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
             if stop > len(b):
                 raise Truncated(p, stop - p, len(results))
             raise UnknownLayout(f"block payload ends at byte {p}, its header says {stop}")
-    walked: list[Run | None] = [None] * len(results)
-    if bulk and results:
-        from perfreport.ncu.rep_bulk import read_runs
-
-        walked = read_runs(b, results, wanted)
-    rule_cache: dict[bytes, list[Rule]] = {}
-    return Report([_result(b, s, e, wanted, w, rule_cache) for (s, e), w in zip(results, walked, strict=True)],
-                  sessions)
+    return Frame(results, wanted, sessions)
