@@ -33,9 +33,10 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines(keepends=True)
 
 
-def build_raw(dst: Path, kernels: int) -> None:
-    """Header + units row of the real export, then its data rows repeated with fresh IDs."""
-    lines = _lines(ORACLE / "oracle_full-raw.csv")
+def build_raw(dst: Path, kernels: int, src: Path = ORACLE / "oracle_full-raw.csv") -> None:
+    """Header + units row of a real raw export (`src`, .gz too), then its data rows repeated with fresh IDs."""
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines(keepends=True) if src.suffix == ".gz" \
+        else _lines(src)
     header, units, rows = lines[0], lines[1], lines[2:]
     with dst.open("w", encoding="utf-8") as out:
         out.write(header)
@@ -208,18 +209,6 @@ def rep_vs_csv(rep_path: Path, csv_path: Path, label: str, work: Path, repeat: i
     return out
 
 
-def build_rows(src: Path, dst: Path, kernels: int) -> None:
-    """A raw CSV of `kernels` rows: the real export's rows cycled with fresh IDs (as build_raw)."""
-    lines = gzip.decompress(src.read_bytes()).decode().splitlines(keepends=True) if src.suffix == ".gz" \
-        else _lines(src)
-    with dst.open("w", encoding="utf-8") as out:
-        out.write(lines[0])
-        out.write(lines[1])
-        for i in range(kernels):
-            row = lines[2 + i % (len(lines) - 2)]
-            out.write(f'"{i}"' + row[row.index(","):])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=2016)
@@ -254,14 +243,14 @@ def main() -> int:
         # the same at --kernels scale: the reports replicated by kernel (benchmarks/rep_replicate.py), the raw
         # CSVs by row. The full-set one is the very kernels of the big raw CSV above (oracle_full, cycled).
         from rep_replicate import write_replicated
-        for key, src_rep, src_csv, label in (
-                ("rep_vs_csv_basic_at_scale", ORACLE / "many" / "many_basic.ncu-rep.gz",
-                 ORACLE / "many" / "many_basic-raw.csv.gz", "basic set"),
-                ("rep_vs_csv_full_at_scale", ORACLE / "oracle_full.ncu-rep.gz", ORACLE / "oracle_full-raw.csv",
+        basic_csv = work / "basic-at-scale-raw.csv"
+        build_raw(basic_csv, args.kernels, ORACLE / "many" / "many_basic-raw.csv.gz")
+        for key, src_rep, big_csv, label in (
+                ("rep_vs_csv_basic_at_scale", ORACLE / "many" / "many_basic.ncu-rep.gz", basic_csv, "basic set"),
+                ("rep_vs_csv_full_at_scale", ORACLE / "oracle_full.ncu-rep.gz", raw,
                  "full set, the big raw CSV's kernels")):
-            big_rep, big_csv = work / f"{key}.ncu-rep", work / f"{key}-raw.csv"
+            big_rep = work / f"{key}.ncu-rep"
             write_replicated(gzip.decompress(src_rep.read_bytes()), args.kernels, big_rep)
-            build_rows(src_csv, big_csv, args.kernels)
             out[key] = rep_vs_csv(big_rep, big_csv, f"{args.kernels} kernels replicated, {label}", work,
                                   args.repeat, bare=False)
             big_rep.unlink()
