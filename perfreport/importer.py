@@ -113,7 +113,8 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
             if progress is not None:
                 size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
                 progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
-            capture = read_export(path, progress, hashes.get(path), rep_reader)
+            # ncu_kernels.json holds no rule results (guided analysis): a report's are not read
+            capture = read_export(path, progress, hashes.get(path), rep_reader, rules=False)
             entries = summarize_capture(capture, ctx, path.name)
             if path in hashes:  # started before the config was read; collected once the derivation is done
                 capture.sha256 = hashes[path].result()

@@ -25,12 +25,14 @@ def is_report(path: Path) -> bool:
 
 
 def read_export(path: Path, progress: Progress | None = None, digest: FileHash | None = None,
-                rep_reader: str = "auto") -> Capture:
+                rep_reader: str = "auto", rules: bool = True) -> Capture:
     """Read a .ncu-rep[.gz] (rep.read_rep: its bytes, or ncu_report), or an ncu CSV (raw or details page, or a log).
 
     `progress` gets a line now and then while a report's kernels are read (the byte reader needs well under a
     millisecond a kernel; ncu_report, for layouts the byte reader does not know, 10-25 ms a full-set kernel);
     a CSV is read in one pass (about 1 s per 50 MB). `digest`: a report's hash already started (rep.FileHash).
+    `rules` False: a report's rule results are not read (rep.read_rep); a details CSV lists them in its rows
+    and they are kept, as the rows are read anyway.
     """
     if not path.exists():
         raise InputError(f"capture '{path}': no such file. Pass a .ncu-rep, an ncu CSV export, or a bundle folder.")
@@ -48,7 +50,7 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
     if report:
         from perfreport.ncu.rep import read_rep
 
-        return read_rep(path, progress, rep_reader, digest)
+        return read_rep(path, progress, rep_reader, digest, rules)
     raise InputError(
         f"capture '{path}': unknown file type (expected a name ending in "
         f"{', '.join(REP_SUFFIXES + CSV_SUFFIXES)}). Export with `ncu -o NAME` or "

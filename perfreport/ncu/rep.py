@@ -88,8 +88,9 @@ def _wanted() -> frozenset[str]:
     return frozenset(load_catalog().needed()) | frozenset(_ATTRS)
 
 
-def _from_ncu_report(act: Any, wanted: frozenset[str]) -> Action:
-    """An ncu_report action as the wire reader's Action (typed values of the wanted metrics, their units)."""
+def _from_ncu_report(act: Any, wanted: frozenset[str], rules: bool = True) -> Action:
+    """An ncu_report action as the wire reader's Action (typed values of the wanted metrics, their units; its
+    rule results unless `rules` is False)."""
     import ncu_report
 
     out = Action(act.name(ncu_report.IAction.NameBase_MANGLED) or "",
@@ -104,7 +105,7 @@ def _from_ncu_report(act: Any, wanted: frozenset[str]) -> Action:
     out.rules = [
         Rule(str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
              str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
-        for r in act.rule_results_as_dicts()
+        for r in (act.rule_results_as_dicts() if rules else [])
     ]
     out.sections = [s.identifier() for s in act.sections()]
     return out
@@ -190,7 +191,7 @@ REP_READERS = ("auto", "ncu_report")
 
 
 def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
-             digest: FileHash | None = None) -> Capture:
+             digest: FileHash | None = None, rules: bool = True) -> Capture:
     """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
 
     `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
@@ -199,20 +200,23 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     `digest`: the file's hash, already started by the caller (FileHash(path)), who also collects it: the
     Capture's sha256 is left "" for the caller to set from digest.result() once it has used the parse time
     (the importer does after the derivation). Without it the hash starts here, beside the parse, and is set.
+    `rules` False: ncu's rule results (guided analysis) are not read, and every launch's rules stay empty; the
+    importer asks for none, as ncu_kernels.json holds none (a raw CSV export has none either).
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
     own = digest is None or digest.path != path
     sha = digest if digest is not None and not own else FileHash(path)
     try:
-        return _read_rep(path, progress, reader, sha, own)
+        return _read_rep(path, progress, reader, sha, own, rules)
     except BaseException:
         if own:
             sha.close()  # no read of the file outlives a refused import (the caller may rewrite it next)
         raise
 
 
-def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash, own: bool) -> Capture:
+def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash, own: bool,
+              rules: bool) -> Capture:
     with _report_bytes(path) as (data, plain):
         if data[:4] != MAGIC:
             raise InputError(
@@ -225,7 +229,7 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
         sections: set[str] = set()
         if reader == "auto":
             try:
-                report = rep_wire.read_report(data, wanted)
+                report = rep_wire.read_report(data, wanted, rules=rules)
                 units = load_catalog().rep_units
                 layouts: dict[tuple[tuple[str, type], ...], _Layout] = {}
                 launches = [_launch(a, i, needed, units, layouts) for i, a in enumerate(report.actions)]
@@ -241,7 +245,7 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
                 for k in sorted(progress_steps(len(launches))):
                     progress(f"{path.name}: {k}/{len(launches)} kernels read")
         if launches is None:
-            actions = _read_ncu_report(path, plain, wanted, progress)
+            actions = _read_ncu_report(path, plain, wanted, progress, rules)
             version, cmdline = _session_facts([data])  # the first matches in the mapped file, as ncu_report reads it
             launches = [_launch(a, i, needed, None) for i, a in enumerate(actions)]
             sections = {s for a in actions for s in a.sections}
@@ -349,7 +353,8 @@ def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
     )
 
 
-def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None) -> list[Action]:
+def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None,
+                     rules: bool = True) -> list[Action]:
     """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to); `plain`: the
     report as ncu wrote it (`path` itself, or its gunzipped copy)."""
     try:
@@ -374,7 +379,7 @@ def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: 
                     f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
                     f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
                 )
-            actions.append(_from_ncu_report(act, wanted))
+            actions.append(_from_ncu_report(act, wanted, rules))
             if progress is not None and len(actions) in report_at:
                 progress(f"{path.name}: {len(actions)}/{total} kernels read")
     return actions

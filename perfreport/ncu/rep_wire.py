@@ -99,11 +99,11 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
 
 
 def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Run | None,
-            rule_cache: dict[bytes, list[Rule]]) -> Action:
+            rule_cache: dict[bytes, list[Rule]] | None) -> Action:
     """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (rep_bulk), skipped here.
 
-    Rule results repeat across launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is
-    parsed once, by its bytes.
+    `rule_cache` None: the rule results are skipped by their lengths, not read. Rule results repeat across
+    launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is parsed once, by its bytes.
     """
     name = function = demangled = ""
     values: dict[str, float | int | str] = {}
@@ -123,6 +123,8 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             n, p = read_varint(b, p)
             start, p = p, p + n
             if key == _RULE_TAG:
+                if rule_cache is None:
+                    continue
                 raw = b[start:p]
                 got = rule_cache.get(raw)
                 if got is None:
@@ -189,15 +191,17 @@ class Report:
     sessions: list[bytes]
 
 
-def read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: bool = True) -> Report:
-    """Every profiled kernel of the report bytes `b`, in file order, with the values of `wanted_names`.
+def read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: bool = True,
+                rules: bool = True) -> Report:
+    """Every profiled kernel of the report bytes `b`, in file order, with the values of `wanted_names`, and its
+    rule results unless `rules` is False (each Action's rules then stay empty; the import writes none).
 
     `bulk` reads the metric runs of repeated kernels in bulk (rep_bulk: checked against the first launch of
     the same kernel, byte for byte); without it every run is walked entry by entry. Both give the same Report.
     Raises Truncated when the file ends inside an entry, UnknownLayout for anything else it cannot read.
     """
     try:
-        return _read_report(b, wanted_names, bulk)
+        return _read_report(b, wanted_names, bulk, rules)
     except (IndexError, struct_error) as exc:  # a length or offset that points outside the file
         raise UnknownLayout(f"an entry points outside the file ({exc})") from exc
 
@@ -211,14 +215,14 @@ class Frame:
     sessions: list[bytes]
 
 
-def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: bool) -> Report:
+def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: bool, rules: bool) -> Report:
     f = frame(b, wanted_names)
     walked: list[Run | None] = [None] * len(f.results)
     if bulk and f.results:
         from perfreport.ncu.rep_bulk import read_runs
 
         walked = read_runs(b, f.results, f.wanted)
-    rule_cache: dict[bytes, list[Rule]] = {}
+    rule_cache: dict[bytes, list[Rule]] | None = {} if rules else None
     return Report([_result(b, s, e, f.wanted, w, rule_cache) for (s, e), w in zip(f.results, walked, strict=True)],
                   f.sessions)
 
