@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,45 +131,64 @@ def _layout(act: Action, needed: frozenset[str], units: dict[str, str] | None) -
     return numeric, text, unit
 
 
+_Place = tuple[str, str, str, str, str, str, str]  # process, context, stream, device, cc, block size, grid size
+
+
+@dataclass
+class _Seen:
+    """What the launches of one report repeat, worked out once (_launch)."""
+
+    layouts: dict[tuple[tuple[str, ...], tuple[type, ...]], _Layout] = field(default_factory=dict)
+    places: dict[tuple[object, ...], _Place] = field(default_factory=dict)  # by the raw values of _ATTRS
+
+
+def _place(raw: tuple[object, ...]) -> _Place:
+    """Where a launch ran and its shape, as ncu prints them, from the values of _ATTRS (in that order)."""
+    attr = ["" if v is None else str(v) for v in raw]
+    grid, block, (major, minor) = attr[4:7], attr[7:10], attr[10:12]
+    return (attr[0], attr[1], attr[2], attr[3], f"{major}.{minor}" if major and minor else "",
+            f"({', '.join(block)})" if all(block) else "", f"({', '.join(grid)})" if all(grid) else "")
+
+
 def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None,
-            layouts: dict[tuple[tuple[str, type], ...], _Layout] | None = None) -> KernelLaunch:
+            seen: _Seen | None = None) -> KernelLaunch:
     """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units.
 
-    `layouts` caches which values are numbers or text and their units by the action's (name, type) list: the
-    launches of one kernel repeat it (the byte reader's units depend on the name only).
+    `seen` caches which values are numbers or text and their units by the action's names and value types (the
+    launches of one kernel repeat them; the byte reader's units depend on the name only), and the launch's place
+    and shape by their raw values.
     """
     values = act.values
-    if layouts is None or units is None:
+    if seen is None or units is None:
+        seen = _Seen()
         numeric, texts, unit = _layout(act, needed, units)
     else:
-        key = tuple(zip(values, map(type, values.values()), strict=True))
-        got = layouts.get(key)
+        key = (tuple(values), tuple(map(type, values.values())))
+        got = seen.layouts.get(key)
         if got is None:
-            got = layouts[key] = _layout(act, needed, units)
+            got = seen.layouts[key] = _layout(act, needed, units)
         numeric, texts, unit = got
-    metrics = {name: float(values[name]) for name in numeric}
-    text = {name: str(values[name]) for name in texts}
+    get = values.__getitem__
+    metrics = dict(zip(numeric, map(float, map(get, numeric)), strict=True))
+    text = dict(zip(texts, map(str, map(get, texts)), strict=True))
     unit = dict(unit)
-
-    def attr(name: str) -> str:
-        value = values.get(name)
-        return "" if value is None else str(value)
-
-    grid = [attr(name) for name in _GRID]
-    block = [attr(name) for name in _BLOCK]
-    major, minor = attr(_CC[0]), attr(_CC[1])
+    raw = tuple(map(values.get, _ATTRS))
+    place = seen.places.get(raw)
+    if place is None:
+        place = seen.places[raw] = _place(raw)
+    pid, ctx, stream, device, cc, block_size, grid_size = place
     return KernelLaunch(
         launch_id=index,
         name=act.demangled,
         function=act.function or function_name(act.demangled),
         mangled=act.name or None,
-        process_id=attr("launch__process_id"),
-        context=attr("launch__context_id"),
-        stream=attr("launch__stream_id"),
-        device=attr("launch__device_id"),
-        cc=f"{major}.{minor}" if major and minor else "",
-        block_size=f"({', '.join(block)})" if all(block) else "",
-        grid_size=f"({', '.join(grid)})" if all(grid) else "",
+        process_id=pid,
+        context=ctx,
+        stream=stream,
+        device=device,
+        cc=cc,
+        block_size=block_size,
+        grid_size=grid_size,
         metrics=metrics,
         units=unit,
         text=text,
@@ -231,8 +251,8 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
             try:
                 report = rep_wire.read_report(data, wanted, rules=rules)
                 units = load_catalog().rep_units
-                layouts: dict[tuple[tuple[str, type], ...], _Layout] = {}
-                launches = [_launch(a, i, needed, units, layouts) for i, a in enumerate(report.actions)]
+                seen = _Seen()
+                launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}
                 version, cmdline = _session_facts(report.sessions)
             except rep_wire.Truncated as cut:

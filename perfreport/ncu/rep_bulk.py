@@ -208,14 +208,22 @@ def _values(b: ReportBytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, s
                   else _uvarints(u, at)).tolist()
         start = 0
         idx = where.tolist()
+        of_kind = [names[k] for k in idx]
         for end in _runs_of(lane[where]):  # one dict update per launch, not one store per value
             run = runs[lanes[idx[start]]]
             assert run is not None
-            run.values.update(zip([names[k] for k in idx[start:end]], values[start:end], strict=True))
+            run.values.update(zip(of_kind[start:end], values[start:end], strict=True))
             start = end
-    for k in np.flatnonzero(~(double | varint)).tolist():  # floats, strings, long values: the plain decoder
-        vn, vp = read_varint(b, int(q[k]) + 1)
-        value = metric_value(b, vp, vp + vn)
+    rest = np.flatnonzero(~(double | varint))
+    # a short string: the value message is exactly its text field (tag, a one-byte length, the bytes)
+    text = ((tag[rest] == 1 << 3 | 2) & (vlen[rest] >= 2) & (vlen[rest] < 0x80) & (u[q[rest] + 3] == vlen[rest] - 2))
+    for k, short, at, n in zip(rest.tolist(), text.tolist(), (q[rest] + 4).tolist(), (vlen[rest] - 2).tolist(),
+                               strict=True):
+        if short:
+            value: float | int | str | None = b[at : at + n].decode("utf-8", "replace")  # as field_text decodes
+        else:  # floats, long strings or values: the plain decoder
+            vn, vp = read_varint(b, at - 3)
+            value = metric_value(b, vp, vp + vn)
         run = runs[lanes[k]]
         if value is not None and run is not None:
             run.values[names[k]] = value

@@ -117,10 +117,20 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         if key == _METRIC_TAG:
             p = _metrics(b, p, end, wanted, values)
             continue
-        key, p = read_varint(b, p)
+        if key < 0x80:  # the keys of fields 1-15 are one byte, of 16-2047 two: read inline, as the lengths
+            p += 1
+        elif b[p + 1] < 0x80:
+            key = (key & 0x7F) | b[p + 1] << 7
+            p += 2
+        else:
+            key, p = read_varint(b, p)
         wire = key & 7
         if wire == 2:
-            n, p = read_varint(b, p)
+            n = b[p]
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = read_varint(b, p)
             start, p = p, p + n
             if key == _RULE_TAG:
                 if rule_cache is None:
@@ -131,8 +141,12 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
                     got = rule_cache[raw] = []
                     read_rules(b, (start, p), got)
                 rules.extend(got)
-            elif key == _SECTION_TAG:
-                sections.append(_section_id(b, (start, p)))
+            elif key == _SECTION_TAG:  # its identifier: field 1, first (the rest is its layout, skipped)
+                k = b[start + 1]
+                if b[start] == 1 << 3 | 2 and k < 0x80 and start + 2 + k <= p:
+                    sections.append(b[start + 2 : start + 2 + k].decode("utf-8", "replace"))
+                else:
+                    sections.append(_section_id(b, (start, p)))
             elif key == 5 << 3 | 2:
                 name = field_text(b, (start, p))
             elif key == 6 << 3 | 2:
@@ -140,7 +154,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             elif key == 7 << 3 | 2:
                 demangled = field_text(b, (start, p))
         elif wire == 0:
-            _, p = read_varint(b, p)
+            while b[p] >= 0x80:
+                p += 1
+            p += 1
         elif wire == 1 or wire == 5:
             p += 8 if wire == 1 else 4
         else:
@@ -249,7 +265,11 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
         n_sources = n_results = payload = 0
         q = head[0]
         while q < head[1]:  # the block header: 1 NumSources, 2 NumResults, 3 session, 4 string table, 5 PayloadSize
-            key, q = read_varint(b, q)
+            key = b[q]
+            if key < 0x80:
+                q += 1
+            else:
+                key, q = read_varint(b, q)
             if key & 7 == 0:
                 value, q = read_varint(b, q)
                 if key == 1 << 3:
@@ -266,12 +286,25 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
                 if key == 3 << 3 | 2:
                     sessions.append(b[q : q + n])
                 else:  # the string table: NameIds count on from the previous block's
-                    for f, w, sp in iter_fields(b, q, q + n):
-                        if f == 1 and w == 2:
-                            name = by_bytes.get(b[sp[0] : sp[1]])
-                            if name is not None:
-                                wanted[n_strings] = name
-                            n_strings += 1
+                    r, stop = q, q + n
+                    while r < stop:  # its strings (field 1), each a NameId
+                        k = b[r]
+                        if k != 1 << 3 | 2:
+                            k, r = read_varint(b, r)
+                            r = skip_field(b, r, k)
+                            continue
+                        m = b[r + 1]
+                        if m < 0x80:
+                            r += 2
+                        else:
+                            m, r = read_varint(b, r + 1)
+                        name = by_bytes.get(b[r : r + m])
+                        if name is not None:
+                            wanted[n_strings] = name
+                        n_strings += 1
+                        r += m
+                    if r != stop:
+                        raise UnknownLayout(f"string table ends at byte {r}, its size says {stop}")
                 q += n
             else:
                 q = skip_field(b, q, key)
