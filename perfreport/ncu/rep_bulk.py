@@ -139,37 +139,98 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
     runs: list[Run | None] = [None] * len(results)
     ends = np.array([e for _, e in results], dtype=np.int64)
     ids = np.array(sorted(wanted), dtype=np.int64)
-    lanes, bodies, stops, nids = [], [], [], []
-    for rows in launches.values():
-        first = rows[0]
-        w = _walk(b, u, int(starts[first]), results[first][1], ids)
-        if w is None:
-            continue  # the entry-by-entry walk reads this kernel's launches (or says what is wrong)
-        if len(rows) == 1:
-            runs[first] = Run(int(starts[first]), w.stop, {}, names[first])
-            lanes.append(np.full(w.nid.size, first, dtype=np.int64))
-            bodies.append(w.body)
-            stops.append(w.end)
-            nids.append(w.nid)
-            continue
-        t = _template(u, w)
-        idx = np.array(rows, dtype=np.int64)
-        ok = idx[_matches(u, t, starts[idx], ends[idx])]  # the first launch matches itself
-        for i in ok.tolist():
-            runs[i] = Run(int(starts[i]), int(starts[i]) + t.length, {}, names[i])
-        if t.nid.size and ok.size:
-            base = starts[ok][:, None]
-            lanes.append(np.repeat(ok, t.nid.size))
-            bodies.append((base + t.body).ravel())
-            stops.append((base + t.stop).ravel())
-            nids.append(np.tile(t.nid, ok.size))
-    if lanes:
-        try:
-            _values(b, u, np.concatenate(lanes), np.concatenate(bodies), np.concatenate(stops),
-                    np.concatenate(nids), wanted, runs)
-        except IndexError as exc:
-            raise UnknownLayout(f"a metric value points past the file ({exc})") from exc
+    try:
+        for rows in launches.values():
+            first = rows[0]
+            w = _walk(b, u, int(starts[first]), results[first][1], ids)
+            if w is None:
+                continue  # the entry-by-entry walk reads this kernel's launches (or says what is wrong)
+            if len(rows) == 1:
+                runs[first] = Run(int(starts[first]), w.stop, {}, names[first])
+                _values(b, u, [first], np.zeros(1, dtype=np.int64), w.body, w.end, w.nid, wanted, runs)
+                continue
+            t = _template(u, w)
+            idx = np.array(rows, dtype=np.int64)
+            ok = idx[_matches(u, t, starts[idx], ends[idx])]  # the first launch matches itself
+            for i in ok.tolist():
+                runs[i] = Run(int(starts[i]), int(starts[i]) + t.length, {}, names[i])
+            if ok.size:
+                _values(b, u, ok.tolist(), starts[ok], t.body, t.stop, t.nid, wanted, runs)
+    except IndexError as exc:
+        raise UnknownLayout(f"a metric value points past the file ({exc})") from exc
     return runs
+
+
+_DOUBLE, _VARINT, _TEXT, _OTHER = range(4)  # how a value is stored: its MetricValue is exactly one double, one
+# varint (uint32/uint64) of at most 127 bytes, one string of at most 127 bytes; or anything else
+
+
+def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, body: np.ndarray, stop: np.ndarray,
+            nid: np.ndarray, wanted: dict[int, str], runs: list[Run | None]) -> None:
+    """Decode the wanted values of the launches `rows`, laid out alike: each launch's wanted entries lie at `base`
+    plus `body` (their NameId tags), end at `base` plus `stop`, and hold the NameIds `nid`. As rep_wire decodes.
+
+    Each kind of value (_DOUBLE, ...) is decoded in one gather for all launches; where every launch stores an
+    entry the same way (the rule: they repeat their kernel's layout), the names are listed once and each launch
+    gets its values by one dict update per kind, else entry by entry.
+    """
+    if not nid.size:
+        return
+    at = base[:, None] + body  # (launches, entries)
+    _, nb = _varints(u, at + 1)
+    q = at + 1 + nb  # the value field's tag, when the entry has one
+    has = q < base[:, None] + stop
+    has[has] = u[q[has]] == _VALUE_TAG
+    vlen, tag, third = u[q + 1], u[q + 2], u[q + 3]
+    kind = np.full(q.shape, _OTHER, dtype=np.int8)
+    kind[(vlen == 9) & (tag == 3 << 3 | 1)] = _DOUBLE
+    kind[(vlen >= 2) & (vlen < 0x80) & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))] = _VARINT
+    kind[(vlen >= 2) & (vlen < 0x80) & (tag == 1 << 3 | 2) & (third == vlen - 2)] = _TEXT
+    kind[~has] = -1  # no value: nothing stored
+    if not (kind == kind[0]).all():
+        for r, row in enumerate(rows):
+            _each(b, u, runs[row], q[r], kind[r], nid, wanted)
+        return
+    first = kind[0]
+    cols_d, cols_v = np.flatnonzero(first == _DOUBLE), np.flatnonzero(first == _VARINT)
+    cols_t, cols_x = np.flatnonzero(first == _TEXT), np.flatnonzero(first == _OTHER)
+    names_d = [wanted[i] for i in nid[cols_d].tolist()]
+    names_v = [wanted[i] for i in nid[cols_v].tolist()]
+    names_t = [wanted[i] for i in nid[cols_t].tolist()]
+    doubles = (u[(q[:, cols_d] + 3)[..., None] + np.arange(8)].copy().view("<f8")
+               .reshape(len(rows), cols_d.size).tolist())
+    varints = _uvarints(u, (q[:, cols_v] + 3).ravel()).reshape(len(rows), cols_v.size).tolist()
+    texts = (q[:, cols_t] + 4).tolist()  # where each string's bytes start; its length is the byte before
+    for r, row in enumerate(rows):
+        run = runs[row]
+        assert run is not None
+        run.values.update(zip(names_d, doubles[r], strict=True))
+        run.values.update(zip(names_v, varints[r], strict=True))
+        for name, at in zip(names_t, texts[r], strict=True):
+            run.values[name] = b[at : at + b[at - 1]].decode("utf-8", "replace")  # as field_text decodes
+        if cols_x.size:
+            _each(b, u, run, q[r, cols_x], first[cols_x], nid[cols_x], wanted)
+
+
+def _each(b: ReportBytes, u: np.ndarray, run: Run | None, q: np.ndarray, kind: np.ndarray, nid: np.ndarray,
+          wanted: dict[int, str]) -> None:
+    """One launch's wanted values, each decoded by itself (their value tags at `q`, stored as `kind` says)."""
+    assert run is not None
+    for k, at, n, ident in zip(kind.tolist(), q.tolist(), u[q + 3].tolist(), nid.tolist(), strict=True):
+        value: float | int | str | None
+        if k == _DOUBLE:
+            value = float(u[at + 3 : at + 11].view("<f8")[0])
+        elif k == _VARINT:
+            value = int(_uvarints(u, np.array([at + 3], dtype=np.int64))[0])
+        elif k == _TEXT:
+            value = b[at + 4 : at + 4 + n].decode("utf-8", "replace")  # as field_text decodes
+        elif k == _OTHER:  # floats, long strings or values: the plain decoder
+            vn, vp = read_varint(b, at + 1)
+            value = metric_value(b, vp, vp + vn)
+        else:
+            continue
+        if value is not None:
+            run.values[wanted[ident]] = value
 
 
 def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -184,56 +245,6 @@ def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise UnknownLayout("a NameId longer than 3 bytes")
     value = np.where(two, (b0 & 0x7F) | ((b1 & 0x7F) << 7), b0) | np.where(three, b2 << 14, 0)
     return value, 1 + two + three
-
-
-def _values(b: ReportBytes, u: np.ndarray, lane: np.ndarray, body: np.ndarray, stop: np.ndarray, nid: np.ndarray,
-            wanted: dict[int, str], runs: list[Run | None]) -> None:
-    """Decode the wanted entries' values (doubles and varints in bulk, the rest one by one), as rep_wire does."""
-    _, nb = _varints(u, body + 1)
-    q = body + 1 + nb  # the value field's tag, when the entry has one
-    has = q < stop
-    has[has] = u[q[has]] == _VALUE_TAG
-    lane, nid, q = lane[has], nid[has], q[has]
-    vlen, tag = u[q + 1], u[q + 2]
-    double = (vlen == 9) & (tag == 3 << 3 | 1)  # the value message is exactly its double
-    varint = (vlen >= 2) & (vlen < 0x80) & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))
-    lanes = lane.tolist()
-    names = [wanted[i] for i in nid.tolist()]
-    for kind in (double, varint):
-        where = np.flatnonzero(kind)
-        if not where.size:
-            continue
-        at = q[where] + 3
-        values = (u[at[:, None] + np.arange(8)].copy().view("<f8").ravel() if kind is double
-                  else _uvarints(u, at)).tolist()
-        start = 0
-        idx = where.tolist()
-        of_kind = [names[k] for k in idx]
-        for end in _runs_of(lane[where]):  # one dict update per launch, not one store per value
-            run = runs[lanes[idx[start]]]
-            assert run is not None
-            run.values.update(zip(of_kind[start:end], values[start:end], strict=True))
-            start = end
-    rest = np.flatnonzero(~(double | varint))
-    # a short string: the value message is exactly its text field (tag, a one-byte length, the bytes)
-    text = ((tag[rest] == 1 << 3 | 2) & (vlen[rest] >= 2) & (vlen[rest] < 0x80) & (u[q[rest] + 3] == vlen[rest] - 2))
-    for k, short, at, n in zip(rest.tolist(), text.tolist(), (q[rest] + 4).tolist(), (vlen[rest] - 2).tolist(),
-                               strict=True):
-        if short:
-            value: float | int | str | None = b[at : at + n].decode("utf-8", "replace")  # as field_text decodes
-        else:  # floats, long strings or values: the plain decoder
-            vn, vp = read_varint(b, at - 3)
-            value = metric_value(b, vp, vp + vn)
-        run = runs[lanes[k]]
-        if value is not None and run is not None:
-            run.values[names[k]] = value
-
-
-def _runs_of(lanes: np.ndarray) -> list[int]:
-    """End offsets of the stretches of equal values in `lanes` (entries of one launch lie together)."""
-    if not lanes.size:
-        return []
-    return [*(np.flatnonzero(lanes[1:] != lanes[:-1]) + 1).tolist(), int(lanes.size)]
 
 
 def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:

@@ -129,6 +129,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             n = b[p]
             if n < 0x80:
                 p += 1
+            elif b[p + 1] < 0x80:
+                n = (n & 0x7F) | b[p + 1] << 7
+                p += 2
             else:
                 n, p = read_varint(b, p)
             start, p = p, p + n
@@ -181,12 +184,23 @@ def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, tuple[bytes, b
     before that (5 as launched, 6 function, 7 demangled)."""
     names = [b"", b"", b""]
     while p < end:
-        if b[p] == _METRIC_TAG:
+        key = b[p]
+        if key == _METRIC_TAG:
             break
-        key, p = read_varint(b, p)
-        if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
+        if key >= 0x80:  # fields 1-11 come first: one-byte keys
+            key, p = read_varint(b, p)
+            p = skip_field(b, p, key)
+            continue
+        wire = key & 7
+        p += 1
+        if wire == 0:
+            while b[p] >= 0x80:
+                p += 1
+            p += 1
+        elif wire == 2:
             n, p = read_varint(b, p)
-            names[(key >> 3) - 5] = b[p : p + n]
+            if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
+                names[(key >> 3) - 5] = b[p : p + n]
             p += n
         else:
             p = skip_field(b, p, key)
