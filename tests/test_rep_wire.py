@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -94,6 +95,18 @@ def test_known_values_of_a_real_gemm() -> None:
     assert launch.rules[0].description.startswith("This workload is utilizing greater than 80.0%")
 
 
+@pytest.mark.parametrize("reader", ["auto", "ncu_report"])
+def test_rule_results_are_read_only_when_asked(reader: str) -> None:
+    """The importer asks for no rule results (ncu_kernels.json holds none): both readers then skip them, and
+    every metric, unit and text value is the same as when they are read."""
+    with_rules = rep.read_rep(FULL, reader=reader)
+    without = rep.read_rep(FULL, reader=reader, rules=False)
+    assert all(k.rules for k in with_rules.launches) and not any(k.rules for k in without.launches)
+    for a, b in zip(with_rules.launches, without.launches, strict=True):
+        assert (a.metrics, a.units, a.text, a.name, a.grid_size) == (b.metrics, b.units, b.text, b.name, b.grid_size)
+    assert (with_rules.sections, with_rules.section_set) == (without.sections, without.section_set)
+
+
 def test_a_real_decode_mix_is_read_in_bulk() -> None:
     """16 decode layers (tests/data/h200_many_layers): 7 kernels, 224 launches, every one read in bulk."""
     from perfreport.ncu.rep_bulk import read_runs
@@ -135,6 +148,37 @@ def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> No
     plain = rep_wire.read_report(bytes(data), wanted, bulk=False)
     bulk = rep_wire.read_report(bytes(data), wanted, bulk=True)
     assert plain == bulk
+
+
+def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None:
+    """Launch #4 stores one wanted double as a uint64 varint of the same length (same header bytes, so it still
+    matches its kernel's template): the launches of that kernel no longer store every value alike, so each value
+    is decoded by itself. Bulk and walk agree, and the launch holds the varint's value, not the double's."""
+    from perfreport.ncu.rep_bulk import _walk, read_runs
+    from perfreport.ncu.rep_proto import read_varint
+
+    data = bytearray(gzip.decompress(MANY.read_bytes()))
+    wanted = rep._wanted()
+    f = rep_wire.frame(bytes(data), wanted)
+    start, end = f.results[3]
+    p, _ = rep_wire.prefix(bytes(data), start, end)
+    assert p is not None
+    w = _walk(bytes(data), np.frombuffer(bytes(data), dtype=np.uint8), p, end, np.array(sorted(f.wanted)))
+    assert w is not None
+    values = [(read_varint(bytes(data), body + 1)[1], nid) for body, nid in zip(w.body.tolist(), w.nid.tolist(),
+                                                                                strict=True)]
+    # the first whose value field is: its tag, length 9, the double's tag, 8 bytes
+    q, nid = next((q, nid) for q, nid in values if data[q : q + 3] == bytes([2 << 3 | 2, 9, 3 << 3 | 1]))
+    name = f.wanted[nid]
+    before = rep_wire.read_report(bytes(data), wanted).actions[3].values[name]
+    assert isinstance(before, float)
+    data[q + 2 : q + 11] = bytes([5 << 3 | 0, *[0xFF] * 7, 0x01])  # a uint64 varint: 7 bytes of 0x7F, then 1
+    expected = sum(0x7F << (7 * i) for i in range(7)) | 1 << 49
+    plain = rep_wire.read_report(bytes(data), wanted, bulk=False)
+    bulk = rep_wire.read_report(bytes(data), wanted, bulk=True)
+    assert plain == bulk
+    assert bulk.actions[3].values[name] == expected and isinstance(bulk.actions[3].values[name], int)
+    assert read_runs(bytes(data), f.results, f.wanted)[3] is not None  # still read in bulk, value by value
 
 
 @pytest.mark.parametrize(("module", "name", "value", "said_part"), [

@@ -114,10 +114,12 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     stop = starts + t.length
     ok = stop <= ends
     ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != _METRIC_TAG)
-    at, head = t.head_at, t.head
+    at, head, length = t.head_at, t.head.tobytes(), t.length
+    got = np.empty(at.size, dtype=np.uint8)
     for i in np.flatnonzero(ok).tolist():  # one gather per launch from a view of its run: no index array to build
         s = int(starts[i])
-        ok[i] = np.array_equal(u[s : s + t.length][at], head)
+        np.take(u[s : s + length], at, out=got)
+        ok[i] = got.tobytes() == head
     return ok
 
 

@@ -271,10 +271,11 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
     results: list[tuple[int, int]] = []
     sessions: list[bytes] = []
     p = 8 + size
-    while p < len(b):
+    total = len(b)
+    while p < total:
         size = _u32(b, p, len(results))
         head = (p + 4, p + 4 + size)
-        if head[1] > len(b):
+        if head[1] > total:
             raise Truncated(p, size, len(results))
         n_sources = n_results = payload = 0
         q = head[0]
@@ -285,7 +286,11 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
             else:
                 key, q = read_varint(b, q)
             if key & 7 == 0:
-                value, q = read_varint(b, q)
+                value = b[q]
+                if value < 0x80:
+                    q += 1
+                else:
+                    value, q = read_varint(b, q)
                 if key == 1 << 3:
                     n_sources = value
                 elif key == 2 << 3:
@@ -327,8 +332,10 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
         p = head[1]
         stop = p + payload
         for k in range(n_sources + n_results):
-            n = _u32(b, p, len(results))
-            if p + 4 + n > len(b):
+            if p + 4 > total:
+                raise Truncated(p, 4, len(results))
+            n = unpack_from("<I", b, p)[0]
+            if p + 4 + n > total:
                 raise Truncated(p, n, len(results))
             if k >= n_sources:
                 results.append((p + 4, p + 4 + n))
