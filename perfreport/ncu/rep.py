@@ -138,7 +138,8 @@ _Place = tuple[str, str, str, str, str, str, str]  # process, context, stream, d
 class _Seen:
     """What the launches of one report repeat, worked out once (_launch)."""
 
-    layouts: dict[tuple[tuple[str, ...], tuple[type, ...]], _Layout] = field(default_factory=dict)
+    # by the action's shape (rep_bulk.Shape), else its names and value types
+    layouts: dict[object, _Layout] = field(default_factory=dict)
     places: dict[tuple[object, ...], _Place] = field(default_factory=dict)  # by the raw values of _ATTRS
 
 
@@ -163,7 +164,7 @@ def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, st
         seen = _Seen()
         numeric, texts, unit = _layout(act, needed, units)
     else:
-        key = (tuple(values), tuple(map(type, values.values())))
+        key = act.shape if act.shape is not None else (tuple(values), tuple(map(type, values.values())))
         got = seen.layouts.get(key)
         if got is None:
             got = seen.layouts[key] = _layout(act, needed, units)

@@ -30,6 +30,12 @@ class Run:
     stop: int
     values: dict[str, float | int | str]
     names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (rep_wire.prefix): read before the run
+    shape: Shape | None = None  # shared by the runs whose values hold the same names, in order, of the same types
+
+
+class Shape:
+    """What the values of some runs share: the same names in the same order, each of the same type (compared by
+    identity: rep._launch works out once per Shape which values are numbers or text)."""
 
 
 @dataclass
@@ -203,9 +209,11 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, bo
                .reshape(len(rows), cols_d.size).tolist())
     varints = _uvarints(u, (q[:, cols_v] + 3).ravel()).reshape(len(rows), cols_v.size).tolist()
     texts = (q[:, cols_t] + 4).tolist()  # where each string's bytes start; its length is the byte before
+    shape = Shape() if not cols_x.size else None  # a value decoded by itself may be of any type
     for r, row in enumerate(rows):
         run = runs[row]
         assert run is not None
+        run.shape = shape
         run.values.update(zip(names_d, doubles[r], strict=True))
         run.values.update(zip(names_v, varints[r], strict=True))
         for name, at in zip(names_t, texts[r], strict=True):

@@ -59,6 +59,7 @@ class Action:
     units: dict[str, str] = field(default_factory=dict)  # ncu_report's unit per numeric value (filled by rep.py)
     rules: list[Rule] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
+    shape: object | None = field(default=None, compare=False)  # rep_bulk.Shape: values laid out as other actions'
 
 
 def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
@@ -106,16 +107,17 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is parsed once, by its bytes.
     """
     name = function = demangled = ""
+    shape: object | None = None
     values: dict[str, float | int | str] = {}
     rules: list[Rule] = []
     sections: list[str] = []
     if walked is not None:  # the bulk read walked everything before the run (rep_wire.prefix) and the run itself
         name, function, demangled = (x.decode("utf-8", "replace") for x in walked.names)
-        values, p = walked.values, walked.stop
+        values, p, shape = walked.values, walked.stop, walked.shape
     while p < end:
         key = b[p]
-        if key == _METRIC_TAG:
-            p = _metrics(b, p, end, wanted, values)
+        if key == _METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
+            p, shape = _metrics(b, p, end, wanted, values), None
             continue
         if key < 0x80:  # the keys of fields 1-15 are one byte, of 16-2047 two: read inline, as the lengths
             p += 1
@@ -166,7 +168,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             raise UnknownLayout(f"wire type {wire} (result field {key >> 3}) at byte {p}")
     if p != end:
         raise UnknownLayout(f"result ends at byte {p}, its size says {end}")
-    return Action(name, function, demangled or name, values, {}, rules, sections)
+    return Action(name, function, demangled or name, values, {}, rules, sections, shape)
 
 
 def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
