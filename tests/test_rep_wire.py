@@ -154,7 +154,7 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     """Launch #4 stores one wanted double as a uint64 varint of the same length (same header bytes, so it still
     matches its kernel's template): the launches of that kernel no longer store every value alike, so each value
     is decoded by itself. Bulk and walk agree, and the launch holds the varint's value, not the double's."""
-    from perfreport.ncu.rep_bulk import _walk, read_runs
+    from perfreport.ncu.rep_bulk import _walk, read_runs, wanted_table
     from perfreport.ncu.rep_proto import read_varint
 
     data = bytearray(gzip.decompress(MANY.read_bytes()))
@@ -163,7 +163,7 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     start, end = f.results[3]
     p, _ = rep_wire.prefix(bytes(data), start, end)
     assert p is not None
-    w = _walk(bytes(data), np.frombuffer(bytes(data), dtype=np.uint8), p, end, np.array(sorted(f.wanted)))
+    w = _walk(bytes(data), np.frombuffer(bytes(data), dtype=np.uint8), p, end, wanted_table(f.wanted))
     assert w is not None
     values = [(read_varint(bytes(data), body + 1)[1], nid) for body, nid in zip(w.body.tolist(), w.nid.tolist(),
                                                                                 strict=True)]
