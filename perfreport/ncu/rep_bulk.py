@@ -31,6 +31,8 @@ class Run:
     values: dict[str, float | int | str]
     names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (rep_wire.prefix): read before the run
     shape: Shape | None = None  # shared by the runs whose values hold the same names, in order, of the same types
+    resume: int = -1  # where the walk of the result's other fields goes on (-1: at `stop`)
+    sections: tuple[str, ...] = ()  # the section identifiers of the fields between `stop` and `resume`
 
 
 class Shape:
@@ -48,6 +50,62 @@ class _Template:
     body: np.ndarray  # offset of each wanted entry's NameId tag
     stop: np.ndarray  # offset of each wanted entry's end
     nid: np.ndarray  # its NameId
+    mask: np.ndarray | None = None  # per byte of `head`: 0xFF compared whole, 0x80 only whether a varint goes on
+    span: int = 0  # the bytes a launch must hold from the run's start (the run, then the tail's compared fields)
+    resume: int = -1  # run-relative: where the tail's walk goes on (-1: at the run's end)
+    sections: tuple[str, ...] = ()  # the identifiers of the sections before `resume`
+
+
+@dataclass
+class _Tail:
+    """The fields right after a kernel's first run, up to its first rule result: the bytes that fix where each
+    field lies and the section identifiers (varint values only by whether they go on), run-stop-relative."""
+
+    at: list[int]
+    mask: list[int]
+    resume: int
+    sections: tuple[str, ...]
+
+
+def _tail(b: ReportBytes, stop: int, end: int) -> _Tail | None:
+    """The fields of the result b[.., end) from its run's end `stop`, up to the first rule result (field 19) or
+    anything the per-launch walk must read itself (names, a metric entry, an unknown wire type). Their values
+    change from launch to launch (a varint's bytes, a message's content) but not where they lie: the keys and
+    lengths are compared whole, a varint's bytes only by their high bit, a section's identifier whole."""
+    at: list[int] = []
+    mask: list[int] = []
+    sections: list[str] = []
+
+    def keep(lo: int, hi: int, m: int) -> None:
+        at.extend(range(lo - stop, hi - stop))
+        mask.extend([m] * (hi - lo))
+
+    p = stop
+    while p < end:
+        key, q = read_varint(b, p)
+        field, wire = key >> 3, key & 7
+        if field in (5, 6, 7, 13, 19) or wire not in (0, 2):
+            break
+        keep(p, q, 0xFF)
+        if wire == 0:
+            r = q
+            while b[r] >= 0x80:
+                r += 1
+            keep(q, r + 1, 0x80)
+            p = r + 1
+            continue
+        n, r = read_varint(b, q)
+        keep(q, r, 0xFF)
+        if field == 17:  # a section: its identifier (field 1, first), compared whole
+            k = b[r + 1]
+            if b[r] != 1 << 3 | 2 or k >= 0x80 or 2 + k > n:
+                return None
+            keep(r, r + 2 + k, 0xFF)
+            sections.append(b[r + 2 : r + 2 + k].decode("utf-8", "replace"))
+        p = r + n
+    if p > end:
+        return None
+    return _Tail(at, mask, p - stop, tuple(sections))
 
 
 @dataclass
@@ -113,13 +171,21 @@ def wanted_table(wanted: dict[int, str]) -> np.ndarray:
     return table
 
 
-def _template(u: np.ndarray, w: _Walk) -> _Template:
-    """A kernel's first launch, walked (`w`), as the template its later launches are checked against."""
+def _template(u: np.ndarray, w: _Walk, tail: _Tail | None = None) -> _Template:
+    """A kernel's first launch, walked (`w`), as the template its later launches are checked against; `tail`: the
+    fields after its run, compared too (then a launch that matches resumes its walk after them)."""
     start = int(w.at[0])
     first, sizes = w.at - start, w.size
     inside = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     head_at = np.repeat(first, sizes) + inside
-    return _Template(head_at, u[start + head_at], w.stop - start, w.body - start, w.end - start, w.nid)
+    length = w.stop - start
+    if tail is None:
+        return _Template(head_at, u[start + head_at], length, w.body - start, w.end - start, w.nid, span=length)
+    head_at = np.concatenate([head_at, length + np.array(tail.at, dtype=np.int64)])
+    mask = np.concatenate([np.full(head_at.size - len(tail.mask), 0xFF, dtype=np.uint8),
+                           np.array(tail.mask, dtype=np.uint8)])
+    return _Template(head_at, u[start + head_at] & mask, length, w.body - start, w.end - start, w.nid, mask,
+                     length + tail.resume, length + tail.resume, tail.sections)
 
 
 def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -127,11 +193,14 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     stop = starts + t.length
     ok = stop <= ends
     ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != _METRIC_TAG)
-    at, head, length = t.head_at, t.head.tobytes(), t.length
+    ok &= starts + t.span <= ends
+    at, head, span, mask = t.head_at, t.head.tobytes(), t.span, t.mask
     got = np.empty(at.size, dtype=np.uint8)
     for i in np.flatnonzero(ok).tolist():  # one gather per launch from a view of its run: no index array to build
         s = int(starts[i])
-        np.take(u[s : s + length], at, out=got)
+        np.take(u[s : s + span], at, out=got)
+        if mask is not None:
+            np.bitwise_and(got, mask, out=got)
         ok[i] = got.tobytes() == head
     return ok
 
@@ -164,11 +233,12 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
                 runs[first] = Run(int(starts[first]), w.stop, {}, names[first])
                 _values(b, u, [first], np.zeros(1, dtype=np.int64), w.body, w.end, w.nid, wanted, runs)
                 continue
-            t = _template(u, w)
+            t = _template(u, w, _tail(b, w.stop, results[first][1]))
             idx = np.array(rows, dtype=np.int64)
             ok = idx[_matches(u, t, starts[idx], ends[idx])]  # the first launch matches itself
             for i in ok.tolist():
-                runs[i] = Run(int(starts[i]), int(starts[i]) + t.length, {}, names[i])
+                s = int(starts[i])
+                runs[i] = Run(s, s + t.length, {}, names[i], None, s + t.resume if t.resume >= 0 else -1, t.sections)
             if ok.size:
                 _values(b, u, ok.tolist(), starts[ok], t.body, t.stop, t.nid, wanted, runs)
     except IndexError as exc:

@@ -114,6 +114,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     if walked is not None:  # the bulk read walked everything before the run (rep_wire.prefix) and the run itself
         name, function, demangled = (x.decode("utf-8", "replace") for x in walked.names)
         values, p, shape = walked.values, walked.stop, walked.shape
+        if walked.resume >= 0:  # the fields up to there were checked against the kernel's first launch (rep_bulk)
+            p = walked.resume
+            sections.extend(walked.sections)
     while p < end:
         key = b[p]
         if key == _METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
