@@ -150,6 +150,38 @@ def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> No
     assert plain == bulk
 
 
+def test_the_fields_after_a_run_are_checked_against_the_first_launch() -> None:
+    """Launch #4 repeats its kernel's first launch up to its first rule result: its walk resumes there, with the
+    first launch's sections. A changed varint value there (same length) still matches; a changed section
+    identifier does not: that launch is walked entry by entry, and the bulk read gives the walk's result."""
+    from perfreport.ncu.rep_bulk import read_runs
+    from perfreport.ncu.rep_proto import iter_fields
+
+    data = bytearray(gzip.decompress(MANY.read_bytes()))
+    wanted = rep._wanted()
+    f = rep_wire.frame(bytes(data), wanted)
+    run = read_runs(bytes(data), f.results, f.wanted)[3]
+    assert run is not None and run.resume > run.stop
+    assert run.sections == ("LaunchStats", "Occupancy", "SpeedOfLight", "WorkloadDistribution")
+    fields = list(iter_fields(bytes(data), run.stop, f.results[3][1]))
+    assert [n for n, _, _ in fields[:7]] == [14, 15, 16, 17, 17, 17, 17] and fields[7][0] == 19
+    # field 14, a varint of 5 bytes: flip the lowest bit of its first byte (same length, another value)
+    at = run.stop + 1
+    assert data[at] >= 0x80
+    data[at] ^= 1
+    again = read_runs(bytes(data), f.results, f.wanted)[3]
+    assert again is not None and again.resume == run.resume
+    assert rep_wire.read_report(bytes(data), wanted, bulk=False) == rep_wire.read_report(bytes(data), wanted)
+    # the third section's identifier: "SpeedOfLight" -> "TpeedOfLight"
+    _, _, (lo, hi) = fields[5]
+    ident = bytes(data).index(b"SpeedOfLight", lo, hi)
+    data[ident] = ord("T")
+    assert read_runs(bytes(data), f.results, f.wanted)[3] is None
+    plain = rep_wire.read_report(bytes(data), wanted, bulk=False)
+    assert plain == rep_wire.read_report(bytes(data), wanted)
+    assert plain.actions[3].sections[2] == "TpeedOfLight" and plain.actions[4].sections[2] == "SpeedOfLight"
+
+
 def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None:
     """Launch #4 stores one wanted double as a uint64 varint of the same length (same header bytes, so it still
     matches its kernel's template): the launches of that kernel no longer store every value alike, so each value
