@@ -22,7 +22,7 @@ class Rule(NamedTuple):
     speedup: str = ""  # estimated speedup in %, as printed
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelLaunch:
     """One profiled kernel launch (an ncu action)."""
 

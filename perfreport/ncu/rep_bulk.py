@@ -22,7 +22,7 @@ from perfreport.ncu.rep_proto import ReportBytes, UnknownLayout, metric_value, r
 from perfreport.ncu.rep_wire import _ID_TAG, _METRIC_TAG, _VALUE_TAG, prefix
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     """A result's contiguous metric entries b[start:stop] and the wanted values among them."""
 

@@ -48,7 +48,7 @@ _SECTION_TAG = 17 << 3 | 2
 _RULE_TAG = 19 << 3 | 2
 
 
-@dataclass
+@dataclass(slots=True)
 class Action:
     """What one profiled kernel holds, as ncu_report would return it."""
 
