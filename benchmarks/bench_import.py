@@ -122,7 +122,8 @@ elif kind in ("perfreport", "perfreport-nohash"):  # -nohash: the provenance has
     # (one-time module import cost kept out of the timed region for every reader alike)
     if kind == "perfreport-nohash":
         import perfreport.importer as importer_module
-        class _NoHash:
+        class _NoHash:  # maps nothing either: the parse maps the report itself
+            mapping = None
             def __init__(self, p): self.path = p
             def result(self): return "0" * 64
             def close(self): pass
