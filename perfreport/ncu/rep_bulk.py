@@ -198,7 +198,7 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     got = np.empty(at.size, dtype=np.uint8)
     for i in np.flatnonzero(ok).tolist():  # one gather per launch from a view of its run: no index array to build
         s = int(starts[i])
-        np.take(u[s : s + span], at, out=got)
+        u[s : s + span].take(at, out=got, mode="clip")  # every offset < span, and the view is span long
         if mask is not None:
             np.bitwise_and(got, mask, out=got)
         ok[i] = got.tobytes() == head
@@ -279,8 +279,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, bo
     first = kind[0]
     cols_d, cols_v = np.flatnonzero(first == _DOUBLE), np.flatnonzero(first == _VARINT)
     cols_t, cols_x = np.flatnonzero(first == _TEXT), np.flatnonzero(first == _OTHER)
-    names_d = [wanted[i] for i in nid[cols_d].tolist()]
-    names_v = [wanted[i] for i in nid[cols_v].tolist()]
+    names_dv = [wanted[i] for i in nid[np.concatenate([cols_d, cols_v])].tolist()]  # the doubles, then the varints
     names_t = [wanted[i] for i in nid[cols_t].tolist()]
     doubles = (u[(q[:, cols_d] + 3)[..., None] + np.arange(8)].copy().view("<f8")
                .reshape(len(rows), cols_d.size).tolist())
@@ -291,8 +290,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, bo
         run = runs[row]
         assert run is not None
         run.shape = shape
-        run.values.update(zip(names_d, doubles[r], strict=True))
-        run.values.update(zip(names_v, varints[r], strict=True))
+        run.values.update(zip(names_dv, doubles[r] + varints[r], strict=True))
         for name, at in zip(names_t, texts[r], strict=True):
             run.values[name] = b[at : at + b[at - 1]].decode("utf-8", "replace")  # as field_text decodes
         if cols_x.size:

@@ -100,9 +100,11 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
 
 
 def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Run | None,
-            rule_cache: dict[bytes, list[Rule]] | None) -> Action:
+            rule_cache: dict[bytes, list[Rule]] | None,
+            names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]] | None = None) -> Action:
     """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (rep_bulk), skipped here.
 
+    `names`: the names of walked results already decoded, by their bytes (the launches of a kernel repeat them).
     `rule_cache` None: the rule results are skipped by their lengths, not read. Rule results repeat across
     launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is parsed once, by its bytes.
     """
@@ -112,7 +114,12 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     rules: list[Rule] = []
     sections: list[str] = []
     if walked is not None:  # the bulk read walked everything before the run (rep_wire.prefix) and the run itself
-        name, function, demangled = (x.decode("utf-8", "replace") for x in walked.names)
+        decoded = names.get(walked.names) if names is not None else None
+        if decoded is None:
+            decoded = tuple(x.decode("utf-8", "replace") for x in walked.names)
+            if names is not None:
+                names[walked.names] = decoded
+        name, function, demangled = decoded
         values, p, shape = walked.values, walked.stop, walked.shape
         if walked.resume >= 0:  # the fields up to there were checked against the kernel's first launch (rep_bulk)
             p = walked.resume
@@ -258,8 +265,9 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
 
         walked = read_runs(b, f.results, f.wanted)
     rule_cache: dict[bytes, list[Rule]] | None = {} if rules else None
-    return Report([_result(b, s, e, f.wanted, w, rule_cache) for (s, e), w in zip(f.results, walked, strict=True)],
-                  f.sessions)
+    names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]] = {}
+    return Report([_result(b, s, e, f.wanted, w, rule_cache, names)
+                   for (s, e), w in zip(f.results, walked, strict=True)], f.sessions)
 
 
 def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
