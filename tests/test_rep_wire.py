@@ -107,6 +107,28 @@ def test_rule_results_are_read_only_when_asked(reader: str) -> None:
     assert (with_rules.sections, with_rules.section_set) == (without.sections, without.section_set)
 
 
+@pytest.mark.parametrize("chunk", [128 << 20, 1 << 20])
+def test_the_provenance_hash_is_the_files_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The hash reads the mapping the parse reads (its pages mapped piece by piece first): it is still exactly the
+    file's SHA-256, in one piece or in many, read alone or through the importer (hash started before the config)."""
+    import hashlib
+
+    from perfreport.importer import import_ncu
+
+    monkeypatch.setattr(rep, "_HASH_CHUNK", chunk)
+    plain = tmp_path / "layers16_basic.ncu-rep"
+    plain.write_bytes(gzip.decompress((ROOT / "tests/data/h200_many_layers/layers16_basic.ncu-rep.gz").read_bytes()))
+    want = hashlib.sha256(plain.read_bytes()).hexdigest()
+    assert plain.stat().st_size > 20 * chunk or chunk > plain.stat().st_size  # many pieces, or one
+    assert rep.read_rep(plain, rules=False).sha256 == want
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    (camp / "config.yaml").write_text("schema_version: 1\ncampaign: c\nhardware: h200_sm90\nsol_rigor: L2\n"
+                                      "cells:\n  - id: a\n")
+    result = import_ncu(camp, "a", plain)
+    assert [s["sha256"] for s in result.sources] == [want]
+
+
 def test_a_real_decode_mix_is_read_in_bulk() -> None:
     """16 decode layers (tests/data/h200_many_layers): 7 kernels, 224 launches, every one read in bulk."""
     from perfreport.ncu.rep_bulk import read_runs
