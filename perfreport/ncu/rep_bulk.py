@@ -1,15 +1,17 @@
 """Read the metric runs of a report's kernels in bulk: a kernel launched again writes the same metric list.
 
 Every result (profiled launch) holds its metrics as one contiguous run of entries (tag, length, NameId, value,
-instance values). Launches of the same kernel in one report write the same metrics in the same order with the
-same entry lengths (ncu 2025.3.1: every later launch in tests/data/h200_oracle/many/, 147 of them, and in
-tests/data/h200_many_layers/, 217, matches its kernel's first launch entry for entry; values change, sizes do
-not). So the first launch of each kernel is walked entry by entry and becomes a template: where each entry's
-header bytes lie and what they are. Every later launch of that kernel is checked against it with numpy: all
-header bytes (tag, length varint, NameId tag and varint) of all its entries equal, and its run ends where the
-template's does. That proves the entries lie where the template says (each header fixes where the next entry
-starts), so the wanted values are decoded at those places, in bulk. A launch that differs anywhere is walked
-entry by entry instead (rep_wire). The result is exactly the walk's.
+instance values). The first launch of each kernel (and a kernel launched once) is walked by a loop that steps by
+entry lengths only; its NameIds are decoded at once (_walk). Launches of the same kernel in one report write the
+same metrics in the same order with the same entry lengths (ncu 2025.3.1: every later launch in
+tests/data/h200_oracle/many/, 147 of them, and in tests/data/h200_many_layers/, 217, matches its kernel's first
+launch entry for entry; values change, sizes do not). So the first launch becomes a template: where each entry's
+header bytes lie and what they are, and the same for the fields after the run up to the first rule result
+(_tail: keys and lengths whole, varints by their high bits, section identifiers whole). Every later launch of that
+kernel is checked against it with numpy: all those bytes equal. That proves the entries and fields lie where the
+template says (each header fixes where the next starts), so the wanted values are decoded at those places, for
+all launches of the kernel together (_values), and the launch's walk resumes at its first rule result. A launch
+that differs anywhere is walked entry by entry instead (rep_wire). The result is exactly the walk's.
 """
 
 from __future__ import annotations
