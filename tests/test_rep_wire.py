@@ -299,6 +299,35 @@ def test_damaged_bytes_never_crash_the_reader(data: st.DataObject) -> None:
 _SMALL = gzip.decompress((ROOT / "tests/data/h200_shared/attach_basic.ncu-rep.gz").read_bytes())  # 2 launches
 
 
+_MANY_RAW = gzip.decompress(MANY.read_bytes())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_damaged_bytes_where_a_launch_is_checked_against_its_template(data: st.DataObject) -> None:
+    """Bytes flipped where a later launch is compared with its kernel's first (its metric run, then its fields up
+    to the first rule result: headers, values, varints, section identifiers): the bulk read gives exactly what
+    the entry-by-entry walk gives, or both refuse the same way."""
+    from perfreport.ncu.rep_bulk import read_runs
+
+    raw = bytearray(_MANY_RAW)
+    wanted = rep._wanted()
+    f = rep_wire.frame(_MANY_RAW, wanted)
+    run = read_runs(_MANY_RAW, f.results, f.wanted)[3]
+    assert run is not None and run.resume > run.stop
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.one_of(st.integers(run.start, run.start + 64), st.integers(run.start, run.resume - 1),
+                                 st.integers(run.stop, run.resume - 1)))
+        raw[at] = data.draw(st.integers(0, 255))
+    outcomes = []
+    for bulk in (False, True):
+        try:
+            outcomes.append(rep_wire.read_report(bytes(raw), wanted, bulk=bulk))
+        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
+            outcomes.append(type(exc).__name__)
+    assert outcomes[0] == outcomes[1]
+
+
 def test_the_cli_gives_the_same_cell_with_either_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from conftest import ONE_CELL_CONFIG, run_cli_streams
 
