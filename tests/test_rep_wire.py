@@ -276,6 +276,17 @@ def test_a_cut_report_is_refused_with_what_is_missing(tmp_path: Path, cut: int) 
         assert "whole kernel(s) before it" in msg
 
 
+def _both_reads(raw: bytes, wanted: frozenset[str]) -> list[object]:
+    """The entry-by-entry read and the bulk read of `raw`: each a Report, or the name of what refused it."""
+    outcomes: list[object] = []
+    for bulk in (False, True):
+        try:
+            outcomes.append(rep_wire.read_report(raw, wanted, bulk=bulk))
+        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
+            outcomes.append(type(exc).__name__)
+    return outcomes
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_damaged_bytes_never_crash_the_reader(data: st.DataObject) -> None:
@@ -287,13 +298,8 @@ def test_damaged_bytes_never_crash_the_reader(data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         raw = raw[: data.draw(st.integers(8, len(raw)))]
     wanted = rep._wanted()
-    outcomes = []
-    for bulk in (False, True):
-        try:
-            outcomes.append(rep_wire.read_report(bytes(raw), wanted, bulk=bulk))
-        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
-            outcomes.append(type(exc).__name__)
-    assert outcomes[0] == outcomes[1]
+    walked, bulk = _both_reads(bytes(raw), wanted)
+    assert walked == bulk
 
 
 _SMALL = gzip.decompress((ROOT / "tests/data/h200_shared/attach_basic.ncu-rep.gz").read_bytes())  # 2 launches
@@ -319,13 +325,8 @@ def test_damaged_bytes_where_a_launch_is_checked_against_its_template(data: st.D
         at = data.draw(st.one_of(st.integers(run.start, run.start + 64), st.integers(run.start, run.resume - 1),
                                  st.integers(run.stop, run.resume - 1)))
         raw[at] = data.draw(st.integers(0, 255))
-    outcomes = []
-    for bulk in (False, True):
-        try:
-            outcomes.append(rep_wire.read_report(bytes(raw), wanted, bulk=bulk))
-        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
-            outcomes.append(type(exc).__name__)
-    assert outcomes[0] == outcomes[1]
+    walked, bulk = _both_reads(bytes(raw), wanted)
+    assert walked == bulk
 
 
 def test_the_cli_gives_the_same_cell_with_either_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
