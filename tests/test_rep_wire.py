@@ -209,7 +209,6 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     matches its kernel's template): the launches of that kernel no longer store every value alike, so each value
     is decoded by itself. Bulk and walk agree, and the launch holds the varint's value, not the double's."""
     from perfreport.ncu.rep_bulk import _walk, read_runs, wanted_table
-    from perfreport.ncu.rep_proto import read_varint
 
     data = bytearray(gzip.decompress(MANY.read_bytes()))
     wanted = rep._wanted()
@@ -219,8 +218,7 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     assert p is not None
     w = _walk(bytes(data), np.frombuffer(bytes(data), dtype=np.uint8), p, end, wanted_table(f.wanted))
     assert w is not None
-    values = [(read_varint(bytes(data), body + 1)[1], nid) for body, nid in zip(w.body.tolist(), w.nid.tolist(),
-                                                                                strict=True)]
+    values = zip(w.value_at.tolist(), w.nid.tolist(), strict=True)
     # the first whose value field is: its tag, length 9, the double's tag, 8 bytes
     q, nid = next((q, nid) for q, nid in values if data[q : q + 3] == bytes([2 << 3 | 2, 9, 3 << 3 | 1]))
     name = f.wanted[nid]

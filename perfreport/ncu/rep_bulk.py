@@ -32,9 +32,9 @@ class Run:
     stop: int
     values: dict[str, float | int | str]
     names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (rep_wire.prefix): read before the run
-    shape: Shape | None = None  # shared by the runs whose values hold the same names, in order, of the same types
-    resume: int = -1  # where the walk of the result's other fields goes on (-1: at `stop`)
+    resume: int  # where the walk of the result's other fields goes on (`stop`, or past the fields checked)
     sections: tuple[str, ...] = ()  # the section identifiers of the fields between `stop` and `resume`
+    shape: Shape | None = None  # shared by the runs whose values hold the same names, in order, of the same types
 
 
 class Shape:
@@ -49,12 +49,11 @@ class _Template:
     head_at: np.ndarray  # offsets of every entry's header bytes
     head: np.ndarray  # those bytes
     length: int  # the run's length
-    body: np.ndarray  # offset of each wanted entry's NameId tag
+    value_at: np.ndarray  # offset of each wanted entry's value field (its tag)
     stop: np.ndarray  # offset of each wanted entry's end
     nid: np.ndarray  # its NameId
+    resume: int  # where the walk goes on: the run's end, or past the tail's fields compared (the bytes to hold)
     mask: np.ndarray | None = None  # per byte of `head`: 0xFF compared whole, 0x80 only whether a varint goes on
-    span: int = 0  # the bytes a launch must hold from the run's start (the run, then the tail's compared fields)
-    resume: int = -1  # run-relative: where the tail's walk goes on (-1: at the run's end)
     sections: tuple[str, ...] = ()  # the identifiers of the sections before `resume`
 
 
@@ -117,12 +116,12 @@ class _Walk:
     stop: int  # where the run ends
     at: np.ndarray  # each entry's start
     size: np.ndarray  # its header length (tag, length varint, NameId tag and varint)
-    body: np.ndarray  # each wanted entry's NameId tag
+    value_at: np.ndarray  # each wanted entry's value field (its tag: right after the header)
     end: np.ndarray  # its end
     nid: np.ndarray  # its NameId
 
 
-def _varints3(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varints at byte offsets `at` read as 1 to 3 bytes: (values, lengths); length 4: a longer one."""
     b0, b1, b2 = (u[at + k].astype(np.int64) for k in range(3))
     two, three, more = b0 >= 0x80, (b0 >= 0x80) & (b1 >= 0x80), (b0 >= 0x80) & (b1 >= 0x80) & (b2 >= 0x80)
@@ -156,14 +155,15 @@ def _walk(b: ReportBytes, u: np.ndarray, start: int, end: int, wanted: np.ndarra
     if p > end:
         return None
     first = np.array(at, dtype=np.int64)
-    _, ll = _varints3(u, first + 1)
+    _, ll = _varints(u, first + 1)
     idp = first + 1 + ll
-    ident, nl = _varints3(u, idp + 1)
+    ident, nl = _varints(u, idp + 1)
     if (nl > 3).any() or (u[idp] != _ID_TAG).any():
         return None
     keep = wanted[np.minimum(ident, wanted.size - 1)] & (ident < wanted.size)
     ends = np.append(first[1:], p)
-    return _Walk(p, first, idp + 1 + nl - first, idp[keep], ends[keep], ident[keep])
+    value_at = idp + 1 + nl
+    return _Walk(p, first, value_at - first, value_at[keep], ends[keep], ident[keep])
 
 
 def wanted_table(wanted: dict[int, str]) -> np.ndarray:
@@ -182,12 +182,12 @@ def _template(u: np.ndarray, w: _Walk, tail: _Tail | None = None) -> _Template:
     head_at = np.repeat(first, sizes) + inside
     length = w.stop - start
     if tail is None:
-        return _Template(head_at, u[start + head_at], length, w.body - start, w.end - start, w.nid, span=length)
+        return _Template(head_at, u[start + head_at], length, w.value_at - start, w.end - start, w.nid, length)
     head_at = np.concatenate([head_at, length + np.array(tail.at, dtype=np.int64)])
     mask = np.concatenate([np.full(head_at.size - len(tail.mask), 0xFF, dtype=np.uint8),
                            np.array(tail.mask, dtype=np.uint8)])
-    return _Template(head_at, u[start + head_at] & mask, length, w.body - start, w.end - start, w.nid, mask,
-                     length + tail.resume, length + tail.resume, tail.sections)
+    return _Template(head_at, u[start + head_at] & mask, length, w.value_at - start, w.end - start, w.nid,
+                     length + tail.resume, mask, tail.sections)
 
 
 def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -195,8 +195,8 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     stop = starts + t.length
     ok = stop <= ends
     ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != _METRIC_TAG)
-    ok &= starts + t.span <= ends
-    at, head, span, mask = t.head_at, t.head.tobytes(), t.span, t.mask
+    ok &= starts + t.resume <= ends
+    at, head, span, mask = t.head_at, t.head.tobytes(), t.resume, t.mask
     got = np.empty(at.size, dtype=np.uint8)
     for i in np.flatnonzero(ok).tolist():  # one gather per launch from a view of its run: no index array to build
         s = int(starts[i])
@@ -232,17 +232,17 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
             if w is None:
                 continue  # the entry-by-entry walk reads this kernel's launches (or says what is wrong)
             if len(rows) == 1:
-                runs[first] = Run(int(starts[first]), w.stop, {}, names[first])
-                _values(b, u, [first], np.zeros(1, dtype=np.int64), w.body, w.end, w.nid, wanted, runs)
+                runs[first] = Run(int(starts[first]), w.stop, {}, names[first], w.stop)
+                _values(b, u, [first], np.zeros(1, dtype=np.int64), w.value_at, w.end, w.nid, wanted, runs)
                 continue
             t = _template(u, w, _tail(b, w.stop, results[first][1]))
             idx = np.array(rows, dtype=np.int64)
             ok = idx[_matches(u, t, starts[idx], ends[idx])]  # the first launch matches itself
             for i in ok.tolist():
                 s = int(starts[i])
-                runs[i] = Run(s, s + t.length, {}, names[i], None, s + t.resume if t.resume >= 0 else -1, t.sections)
+                runs[i] = Run(s, s + t.length, {}, names[i], s + t.resume, t.sections)
             if ok.size:
-                _values(b, u, ok.tolist(), starts[ok], t.body, t.stop, t.nid, wanted, runs)
+                _values(b, u, ok.tolist(), starts[ok], t.value_at, t.stop, t.nid, wanted, runs)
     except IndexError as exc:
         raise UnknownLayout(f"a metric value points past the file ({exc})") from exc
     return runs
@@ -252,10 +252,11 @@ _DOUBLE, _VARINT, _TEXT, _OTHER = range(4)  # how a value is stored: its MetricV
 # varint (uint32/uint64) of at most 127 bytes, one string of at most 127 bytes; or anything else
 
 
-def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, body: np.ndarray, stop: np.ndarray,
-            nid: np.ndarray, wanted: dict[int, str], runs: list[Run | None]) -> None:
-    """Decode the wanted values of the launches `rows`, laid out alike: each launch's wanted entries lie at `base`
-    plus `body` (their NameId tags), end at `base` plus `stop`, and hold the NameIds `nid`. As rep_wire decodes.
+def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, value_at: np.ndarray,
+            stop: np.ndarray, nid: np.ndarray, wanted: dict[int, str], runs: list[Run | None]) -> None:
+    """Decode the wanted values of the launches `rows`, laid out alike: each launch's wanted entries have their
+    value field at `base` plus `value_at` (when the entry holds one), end at `base` plus `stop`, and hold the
+    NameIds `nid`. As rep_wire decodes.
 
     Each kind of value (_DOUBLE, ...) is decoded in one gather for all launches; where every launch stores an
     entry the same way (the rule: they repeat their kernel's layout), the names are listed once and each launch
@@ -263,9 +264,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, bo
     """
     if not nid.size:
         return
-    at = base[:, None] + body  # (launches, entries)
-    _, nb = _varints(u, at + 1)
-    q = at + 1 + nb  # the value field's tag, when the entry has one
+    q = base[:, None] + value_at  # (launches, entries): the value field's tag, when the entry has one
     has = q < base[:, None] + stop
     has[has] = u[q[has]] == _VALUE_TAG
     vlen, tag, third = u[q + 1], u[q + 2], u[q + 3]
@@ -318,20 +317,6 @@ def _each(b: ReportBytes, u: np.ndarray, run: Run | None, q: np.ndarray, kind: n
             continue
         if value is not None:
             run.values[wanted[ident]] = value
-
-
-def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the varints at byte offsets `at` (each 1 to 3 bytes): (values, lengths)."""
-    b0 = u[at].astype(np.int64)
-    if (b0 < 0x80).all():
-        return b0, np.ones_like(b0)
-    b1 = u[at + 1].astype(np.int64)
-    b2 = u[at + 2].astype(np.int64)
-    two, three = b0 >= 0x80, (b0 >= 0x80) & (b1 >= 0x80)
-    if (three & (b2 >= 0x80)).any():
-        raise UnknownLayout("a NameId longer than 3 bytes")
-    value = np.where(two, (b0 & 0x7F) | ((b1 & 0x7F) << 7), b0) | np.where(three, b2 << 14, 0)
-    return value, 1 + two + three
 
 
 def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:

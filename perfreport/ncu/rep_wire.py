@@ -120,10 +120,8 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             if names is not None:
                 names[walked.names] = decoded
         name, function, demangled = decoded
-        values, p, shape = walked.values, walked.stop, walked.shape
-        if walked.resume >= 0:  # the fields up to there were checked against the kernel's first launch (rep_bulk)
-            p = walked.resume
-            sections.extend(walked.sections)
+        # the fields up to `resume` were checked against the kernel's first launch (rep_bulk), or there are none
+        values, p, shape, sections = walked.values, walked.resume, walked.shape, list(walked.sections)
     while p < end:
         key = b[p]
         if key == _METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
