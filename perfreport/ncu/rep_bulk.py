@@ -273,9 +273,14 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
     kind[(vlen >= 2) & (vlen < 0x80) & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))] = _VARINT
     kind[(vlen >= 2) & (vlen < 0x80) & (tag == 1 << 3 | 2) & (third == vlen - 2)] = _TEXT
     kind[~has] = -1  # no value: nothing stored
+    varint = kind == _VARINT
+    ints = np.zeros(q.shape, dtype=np.uint64)
+    ints[varint], size = _uvarints(u, q[varint] + 3)
+    # a varint that does not end inside its value message: the plain decoder (which says what is wrong)
+    kind[varint] = np.where(size <= vlen[varint] - 1, _VARINT, _OTHER)
     if not (kind == kind[0]).all():
         for r, row in enumerate(rows):
-            _each(b, u, runs[row], q[r], kind[r], nid, wanted)
+            _each(b, runs[row], q[r, kind[r] >= 0], nid[kind[r] >= 0], wanted)
         return
     first = kind[0]
     cols_d, cols_v = np.flatnonzero(first == _DOUBLE), np.flatnonzero(first == _VARINT)
@@ -284,7 +289,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
     names_t = [wanted[i] for i in nid[cols_t].tolist()]
     doubles = (u[(q[:, cols_d] + 3)[..., None] + np.arange(8)].copy().view("<f8")
                .reshape(len(rows), cols_d.size).tolist())
-    varints = _uvarints(u, (q[:, cols_v] + 3).ravel()).reshape(len(rows), cols_v.size).tolist()
+    varints = ints[:, cols_v].tolist()
     texts = (q[:, cols_t] + 4).tolist()  # where each string's bytes start; its length is the byte before
     shape = Shape() if not cols_x.size else None  # a value decoded by itself may be of any type
     for r, row in enumerate(rows):
@@ -295,38 +300,29 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
         for name, at in zip(names_t, texts[r], strict=True):
             run.values[name] = b[at : at + b[at - 1]].decode("utf-8", "replace")  # as field_text decodes
         if cols_x.size:
-            _each(b, u, run, q[r, cols_x], first[cols_x], nid[cols_x], wanted)
+            _each(b, run, q[r, cols_x], nid[cols_x], wanted)
 
 
-def _each(b: ReportBytes, u: np.ndarray, run: Run | None, q: np.ndarray, kind: np.ndarray, nid: np.ndarray,
-          wanted: dict[int, str]) -> None:
-    """One launch's wanted values, each decoded by itself (their value tags at `q`, stored as `kind` says)."""
+def _each(b: ReportBytes, run: Run | None, q: np.ndarray, nid: np.ndarray, wanted: dict[int, str]) -> None:
+    """Values of one launch decoded one by one, by the plain decoder (value field tags at `q`)."""
     assert run is not None
-    for k, at, n, ident in zip(kind.tolist(), q.tolist(), u[q + 3].tolist(), nid.tolist(), strict=True):
-        value: float | int | str | None
-        if k == _DOUBLE:
-            value = float(u[at + 3 : at + 11].view("<f8")[0])
-        elif k == _VARINT:
-            value = int(_uvarints(u, np.array([at + 3], dtype=np.int64))[0])
-        elif k == _TEXT:
-            value = b[at + 4 : at + 4 + n].decode("utf-8", "replace")  # as field_text decodes
-        elif k == _OTHER:  # floats, long strings or values: the plain decoder
-            vn, vp = read_varint(b, at + 1)
-            value = metric_value(b, vp, vp + vn)
-        else:
-            continue
+    for at, ident in zip(q.tolist(), nid.tolist(), strict=True):
+        vn, vp = read_varint(b, at + 1)
+        value = metric_value(b, vp, vp + vn)
         if value is not None:
             run.values[wanted[ident]] = value
 
 
-def _uvarints(u: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Decode unsigned varints (up to 10 bytes) at byte offsets `at`, exactly (uint64)."""
+def _uvarints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode unsigned varints at byte offsets `at`, exactly: (values as uint64, lengths; 11: longer than 10)."""
     value = np.zeros(at.size, dtype=np.uint64)
+    size = np.full(at.size, 11, dtype=np.int64)
     going = np.ones(at.size, dtype=bool)
     for i in range(10):
         c = u[at + i].astype(np.uint64)
         value |= np.where(going, (c & np.uint64(0x7F)) << np.uint64(7 * i), np.uint64(0))
+        size[going & (c < 0x80)] = i + 1
         going &= c >= 0x80
         if not going.any():
-            return value
-    raise UnknownLayout("a metric value varint longer than 10 bytes")
+            break
+    return value, size
