@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu import rep, rep_rules, rep_wire
+from perfreport.ncu import rep, rep_bulk, rep_rules, rep_wire
 from perfreport.ncu.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_a_launch_that_differs_from_its_template_is_walked(tmp_path: Path) -> No
     data = bytearray(gzip.decompress(MANY.read_bytes()))
     wanted = rep._wanted()
     start, end = rep_wire.frame(bytes(data), wanted).results[3]
-    p, _ = rep_wire.prefix(bytes(data), start, end)
+    p, _ = rep_bulk.prefix(bytes(data), start, end)
     assert p is not None
     # swap the first two metric entries: same bytes, other order: header bytes now differ from the template
     n1 = data[p + 1] + 2
@@ -214,7 +214,7 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     wanted = rep._wanted()
     f = rep_wire.frame(bytes(data), wanted)
     start, end = f.results[3]
-    p, _ = rep_wire.prefix(bytes(data), start, end)
+    p, _ = rep_bulk.prefix(bytes(data), start, end)
     assert p is not None
     w = _walk(bytes(data), np.frombuffer(bytes(data), dtype=np.uint8), p, end, wanted_table(f.wanted))
     assert w is not None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.errors import InputError
-from perfreport.ncu import rep_bulk, rep_wire  # noqa: F401  (rep_bulk: read_report's bulk path, loaded with the reader)
+from perfreport.ncu import rep_wire
 from perfreport.ncu.catalog import load_catalog
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.names import function_name

@@ -20,8 +20,44 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfreport.ncu.rep_proto import ReportBytes, UnknownLayout, metric_value, read_varint
-from perfreport.ncu.rep_wire import _ID_TAG, _METRIC_TAG, _VALUE_TAG, prefix
+from perfreport.ncu.rep_proto import (
+    ID_TAG,
+    METRIC_TAG,
+    VALUE_TAG,
+    ReportBytes,
+    UnknownLayout,
+    metric_value,
+    read_varint,
+    skip_field,
+)
+
+
+def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, tuple[bytes, bytes, bytes]]:
+    """Where the result b[p:end]'s first metric entry starts (None: it has none), and the bytes of its names
+    before that (5 as launched, 6 function, 7 demangled)."""
+    names = [b"", b"", b""]
+    while p < end:
+        key = b[p]
+        if key == METRIC_TAG:
+            break
+        if key >= 0x80:  # fields 1-11 come first: one-byte keys
+            key, p = read_varint(b, p)
+            p = skip_field(b, p, key)
+            continue
+        wire = key & 7
+        p += 1
+        if wire == 0:
+            while b[p] >= 0x80:
+                p += 1
+            p += 1
+        elif wire == 2:
+            n, p = read_varint(b, p)
+            if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
+                names[(key >> 3) - 5] = b[p : p + n]
+            p += n
+        else:
+            p = skip_field(b, p, key)
+    return (p if p < end else None), (names[0], names[1], names[2])
 
 
 @dataclass(slots=True)
@@ -31,7 +67,7 @@ class Run:
     start: int
     stop: int
     values: dict[str, float | int | str]
-    names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (rep_wire.prefix): read before the run
+    names: tuple[bytes, bytes, bytes]  # the result's fields 5, 6, 7 (prefix): read before the run
     resume: int  # where the walk of the result's other fields goes on (`stop`, or past the fields checked)
     sections: tuple[str, ...] = ()  # the section identifiers of the fields between `stop` and `resume`
     shape: Shape | None = None  # shared by the runs whose values hold the same names, in order, of the same types
@@ -140,7 +176,7 @@ def _walk(b: ReportBytes, u: np.ndarray, start: int, end: int, wanted: np.ndarra
     at: list[int] = []
     keep_at = at.append
     p = start
-    while p < end and b[p] == _METRIC_TAG:
+    while p < end and b[p] == METRIC_TAG:
         keep_at(p)
         n = b[p + 1]
         if n < 0x80:
@@ -158,7 +194,7 @@ def _walk(b: ReportBytes, u: np.ndarray, start: int, end: int, wanted: np.ndarra
     _, ll = _varints(u, first + 1)
     idp = first + 1 + ll
     ident, nl = _varints(u, idp + 1)
-    if (nl > 3).any() or (u[idp] != _ID_TAG).any():
+    if (nl > 3).any() or (u[idp] != ID_TAG).any():
         return None
     keep = wanted[np.minimum(ident, wanted.size - 1)] & (ident < wanted.size)
     ends = np.append(first[1:], p)
@@ -194,7 +230,7 @@ def _matches(u: np.ndarray, t: _Template, starts: np.ndarray, ends: np.ndarray) 
     """Which of the runs starting at `starts` (results ending at `ends`) are laid out exactly as `t`."""
     stop = starts + t.length
     ok = stop <= ends
-    ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != _METRIC_TAG)
+    ok[ok] = (stop[ok] == ends[ok]) | (u[np.minimum(stop[ok], u.size - 1)] != METRIC_TAG)
     ok &= starts + t.resume <= ends
     at, head, span, mask = t.head_at, t.head.tobytes(), t.resume, t.mask
     got = np.empty(at.size, dtype=np.uint8)
@@ -266,7 +302,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
         return
     q = base[:, None] + value_at  # (launches, entries): the value field's tag, when the entry has one
     has = q < base[:, None] + stop
-    has[has] = u[q[has]] == _VALUE_TAG
+    has[has] = u[q[has]] == VALUE_TAG
     vlen, tag, third = u[q + 1], u[q + 2], u[q + 3]
     kind = np.full(q.shape, _OTHER, dtype=np.int8)
     kind[(vlen == 9) & (tag == 3 << 3 | 1)] = _DOUBLE

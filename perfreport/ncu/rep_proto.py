@@ -10,6 +10,12 @@ from typing import Any
 
 ReportBytes = bytes | mmap.mmap  # a report read into memory, or mapped
 
+# a metric entry of a ProfileResult (field 13), its NameId (field 1, first) and its value (field 2): the keys the
+# entry-by-entry walk (rep_wire) and the bulk read (rep_bulk) step by
+METRIC_TAG = 13 << 3 | 2
+ID_TAG = 1 << 3 | 0
+VALUE_TAG = 2 << 3 | 2
+
 
 class UnknownLayout(Exception):
     """The bytes are not the layout this reader knows; read the report with ncu_report."""

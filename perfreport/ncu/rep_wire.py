@@ -22,10 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from struct import error as struct_error
 from struct import unpack_from
-from typing import TYPE_CHECKING
 
 from perfreport.ncu.model import Rule
+from perfreport.ncu.rep_bulk import Run, Shape, read_runs
 from perfreport.ncu.rep_proto import (
+    ID_TAG,
+    METRIC_TAG,
+    VALUE_TAG,
     ReportBytes,
     Truncated,
     UnknownLayout,
@@ -37,13 +40,7 @@ from perfreport.ncu.rep_proto import (
 )
 from perfreport.ncu.rep_rules import read_rules
 
-if TYPE_CHECKING:
-    from perfreport.ncu.rep_bulk import Run
-
 FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read from (ncu 2025.3.1)
-_METRIC_TAG = 13 << 3 | 2
-_ID_TAG = 1 << 3 | 0
-_VALUE_TAG = 2 << 3 | 2
 _SECTION_TAG = 17 << 3 | 2
 _RULE_TAG = 19 << 3 | 2
 
@@ -59,7 +56,7 @@ class Action:
     units: dict[str, str] = field(default_factory=dict)  # ncu_report's unit per numeric value (filled by rep.py)
     rules: list[Rule] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
-    shape: object | None = field(default=None, compare=False)  # rep_bulk.Shape: values laid out as other actions'
+    shape: Shape | None = field(default=None, compare=False)  # values laid out as other actions' (rep_bulk)
 
 
 def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
@@ -68,7 +65,7 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
     The hot loop of the reader (a full-set kernel holds ~2,250 entries, we want ~90): one- and two-byte varints
     (entry lengths below 16 KB, NameIds below 16384) are decoded inline, longer ones by read_varint.
     """
-    while p < end and b[p] == _METRIC_TAG:
+    while p < end and b[p] == METRIC_TAG:
         n = b[p + 1]
         if n < 0x80:
             p += 2
@@ -79,7 +76,7 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
                 p += 3
             else:
                 n, p = read_varint(b, p + 1)
-        if b[p] != _ID_TAG:
+        if b[p] != ID_TAG:
             raise UnknownLayout(f"metric entry without its NameId first at byte {p}")
         nid = b[p + 1]
         if nid >= 0x80:
@@ -88,7 +85,7 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
         name = wanted.get(nid)
         if name is not None:
             _, q = read_varint(b, p + 1)
-            if q < p + n and b[q] == _VALUE_TAG:
+            if q < p + n and b[q] == VALUE_TAG:
                 vn, vp = read_varint(b, q + 1)
                 value = metric_value(b, vp, vp + vn)
                 if value is not None:
@@ -109,11 +106,11 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     launches byte for byte (261 distinct of 1,050 in a 150-launch report): each is parsed once, by its bytes.
     """
     name = function = demangled = ""
-    shape: object | None = None
+    shape: Shape | None = None
     values: dict[str, float | int | str] = {}
     rules: list[Rule] = []
     sections: list[str] = []
-    if walked is not None:  # the bulk read walked everything before the run (rep_wire.prefix) and the run itself
+    if walked is not None:  # the bulk read walked everything before the run (rep_bulk.prefix) and the run itself
         decoded = names.get(walked.names) if names is not None else None
         if decoded is None:
             decoded = tuple(x.decode("utf-8", "replace") for x in walked.names)
@@ -124,7 +121,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         values, p, shape, sections = walked.values, walked.resume, walked.shape, list(walked.sections)
     while p < end:
         key = b[p]
-        if key == _METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
+        if key == METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
             p, shape = _metrics(b, p, end, wanted, values), None
             continue
         if key < 0x80:  # the keys of fields 1-15 are one byte, of 16-2047 two: read inline, as the lengths
@@ -189,34 +186,6 @@ def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     raise UnknownLayout(f"a section without its identifier first at byte {p}")
 
 
-def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, tuple[bytes, bytes, bytes]]:
-    """Where the result b[p:end]'s first metric entry starts (None: it has none), and the bytes of its names
-    before that (5 as launched, 6 function, 7 demangled)."""
-    names = [b"", b"", b""]
-    while p < end:
-        key = b[p]
-        if key == _METRIC_TAG:
-            break
-        if key >= 0x80:  # fields 1-11 come first: one-byte keys
-            key, p = read_varint(b, p)
-            p = skip_field(b, p, key)
-            continue
-        wire = key & 7
-        p += 1
-        if wire == 0:
-            while b[p] >= 0x80:
-                p += 1
-            p += 1
-        elif wire == 2:
-            n, p = read_varint(b, p)
-            if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
-                names[(key >> 3) - 5] = b[p : p + n]
-            p += n
-        else:
-            p = skip_field(b, p, key)
-    return (p if p < end else None), (names[0], names[1], names[2])
-
-
 def _u32(b: ReportBytes, p: int, results: int) -> int:
     if p + 4 > len(b):
         raise Truncated(p, 4, results)
@@ -259,8 +228,6 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
     f = frame(b, wanted_names)
     walked: list[Run | None] = [None] * len(f.results)
     if bulk and f.results:
-        from perfreport.ncu.rep_bulk import read_runs
-
         walked = read_runs(b, f.results, f.wanted)
     rule_cache: dict[bytes, list[Rule]] | None = {} if rules else None
     names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]] = {}
