@@ -26,6 +26,8 @@ from perfreport.ncu.rep_proto import (
     VALUE_TAG,
     ReportBytes,
     UnknownLayout,
+    field_text,
+    first_string,
     metric_value,
     read_varint,
     skip_field,
@@ -134,11 +136,11 @@ def _tail(b: ReportBytes, stop: int, end: int) -> _Tail | None:
         n, r = read_varint(b, q)
         keep(q, r, 0xFF)
         if field == 17:  # a section: its identifier (field 1, first), compared whole
-            k = b[r + 1]
-            if b[r] != 1 << 3 | 2 or k >= 0x80 or 2 + k > n:
-                return None
-            keep(r, r + 2 + k, 0xFF)
-            sections.append(b[r + 2 : r + 2 + k].decode("utf-8", "replace"))
+            ident = first_string(b, r, r + n)
+            if ident is None:
+                return None  # the walk says what is wrong
+            keep(r, ident[1], 0xFF)
+            sections.append(field_text(b, ident))
         p = r + n
     if p > end:
         return None

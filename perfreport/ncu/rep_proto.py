@@ -76,6 +76,16 @@ def field_text(b: ReportBytes, span: tuple[int, int]) -> str:
     return b[span[0] : span[1]].decode("utf-8", "replace")
 
 
+def first_string(b: ReportBytes, p: int, end: int) -> tuple[int, int] | None:
+    """Where field 1 of the message b[p:end] lies when it is a string written first (a section's identifier);
+    None when it is not."""
+    if p < end and b[p] == 1 << 3 | 2:
+        n, q = read_varint(b, p + 1)
+        if q + n <= end:
+            return q, q + n
+    return None
+
+
 def metric_value(b: ReportBytes, p: int, end: int) -> float | int | str | None:
     """Decode one MetricValue message b[p:end] (None: it holds no value)."""
     for number, wire, v in iter_fields(b, p, end):

@@ -33,6 +33,7 @@ from perfreport.ncu.rep_proto import (
     Truncated,
     UnknownLayout,
     field_text,
+    first_string,
     iter_fields,
     metric_value,
     read_varint,
@@ -151,12 +152,8 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
                     got = rule_cache[raw] = []
                     read_rules(b, (start, p), got)
                 rules.extend(got)
-            elif key == _SECTION_TAG:  # its identifier: field 1, first (the rest is its layout, skipped)
-                k = b[start + 1]
-                if b[start] == 1 << 3 | 2 and k < 0x80 and start + 2 + k <= p:
-                    sections.append(b[start + 2 : start + 2 + k].decode("utf-8", "replace"))
-                else:
-                    sections.append(_section_id(b, (start, p)))
+            elif key == _SECTION_TAG:
+                sections.append(_section_id(b, (start, p)))
             elif key == 5 << 3 | 2:
                 name = field_text(b, (start, p))
             elif key == 6 << 3 | 2:
@@ -178,12 +175,10 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
 
 def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     """A section's identifier: its field 1, written first (the rest is the section's layout, skipped)."""
-    p, end = span
-    if p < end and b[p] == 1 << 3 | 2:
-        n, q = read_varint(b, p + 1)
-        if q + n <= end:
-            return field_text(b, (q, q + n))
-    raise UnknownLayout(f"a section without its identifier first at byte {p}")
+    ident = first_string(b, *span)
+    if ident is None:
+        raise UnknownLayout(f"a section without its identifier first at byte {span[0]}")
+    return field_text(b, ident)
 
 
 def _u32(b: ReportBytes, p: int, results: int) -> int:
