@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from perfreport.errors import InputError
 from perfreport.ncu import rep_wire
 from perfreport.ncu.catalog import load_catalog
@@ -152,17 +154,16 @@ def _place(raw: tuple[object, ...]) -> _Place:
 
 
 def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None,
-            seen: _Seen | None = None) -> KernelLaunch:
+            seen: _Seen) -> KernelLaunch:
     """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units.
 
-    `seen` caches which values are numbers or text and their units by the action's names and value types (the
-    launches of one kernel repeat them; the byte reader's units depend on the name only), and the launch's place
-    and shape by their raw values.
+    `seen` caches which values are numbers or text and their units by the action's shape or names and value
+    types (the launches of one kernel repeat them; with the byte reader's units, which depend on the name only),
+    and the launch's place and shape by their raw values.
     """
     values = act.values
-    if seen is None or units is None:
-        seen = _Seen()
-        numeric, texts, unit = _layout(act, needed, units)
+    if units is None:
+        numeric, texts, unit = _layout(act, needed, None)
     else:
         key = act.shape if act.shape is not None else (tuple(values), tuple(map(type, values.values())))
         got = seen.layouts.get(key)
@@ -226,8 +227,8 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
     """
     if reader not in REP_READERS:
         raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
-    own = digest is None or digest.path != path
-    sha = digest if digest is not None and not own else FileHash(path)
+    sha = digest if digest is not None and digest.path == path else FileHash(path)
+    own = sha is not digest
     try:
         return _read_rep(path, progress, reader, sha, own, rules)
     finally:
@@ -247,11 +248,11 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
         needed = frozenset(load_catalog().needed())
         launches: list[KernelLaunch] | None = None
         sections: set[str] = set()
+        seen = _Seen()
         if reader == "auto":
             try:
                 report = rep_wire.read_report(data, wanted, rules=rules)
                 units = load_catalog().rep_units
-                seen = _Seen()
                 launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}
                 version, cmdline = _session_facts(report.sessions)
@@ -267,7 +268,7 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
         if launches is None:
             actions = _read_ncu_report(path, plain, wanted, progress, rules)
             version, cmdline = _session_facts([data])  # the first matches in the mapped file, as ncu_report reads it
-            launches = [_launch(a, i, needed, None) for i, a in enumerate(actions)]
+            launches = [_launch(a, i, needed, None, seen) for i, a in enumerate(actions)]
             sections = {s for a in actions for s in a.sections}
     if not launches:
         raise InputError(
@@ -320,8 +321,6 @@ def _map_pages(piece: memoryview) -> None:
     """Touch one byte of every page of a piece of the mapping (one numpy reduction: the GIL is free meanwhile), so
     the kernel maps them here, on the hash's core, before the parse reads them: 13 ms for a 123 MB report, which the
     parse would otherwise spend faulting them in as it walks (the hash then reads mapped pages)."""
-    import numpy as np
-
     pages = np.frombuffer(piece, dtype=np.uint8)[:: mmap.PAGESIZE]
     pages.max()
     del pages

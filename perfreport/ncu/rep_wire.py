@@ -98,8 +98,8 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
 
 
 def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Run | None,
-            rule_cache: dict[bytes, list[Rule]] | None,
-            names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]] | None = None) -> Action:
+            rule_cache: dict[bytes, list[Rule]] | None, names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]]
+            ) -> Action:
     """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (rep_bulk), skipped here.
 
     `names`: the names of walked results already decoded, by their bytes (the launches of a kernel repeat them).
@@ -112,11 +112,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     rules: list[Rule] = []
     sections: list[str] = []
     if walked is not None:  # the bulk read walked everything before the run (rep_bulk.prefix) and the run itself
-        decoded = names.get(walked.names) if names is not None else None
+        decoded = names.get(walked.names)
         if decoded is None:
-            decoded = tuple(x.decode("utf-8", "replace") for x in walked.names)
-            if names is not None:
-                names[walked.names] = decoded
+            decoded = names[walked.names] = tuple(x.decode("utf-8", "replace") for x in walked.names)
         name, function, demangled = decoded
         # the fields up to `resume` were checked against the kernel's first launch (rep_bulk), or there are none
         values, p, shape, sections = walked.values, walked.resume, walked.shape, list(walked.sections)
