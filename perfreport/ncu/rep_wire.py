@@ -123,7 +123,9 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         if key == METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
             p, shape = _metrics(b, p, end, wanted, values), None
             continue
-        if key < 0x80:  # the keys of fields 1-15 are one byte, of 16-2047 two: read inline, as the lengths
+        # keys of fields 1-15 are one byte, of 16-2047 two; they and the lengths are read inline, not by read_varint:
+        # the calls cost 4.5 ms of a 63 ms read of 2,016 launches (this loop walks each one's rule results)
+        if key < 0x80:
             p += 1
         elif b[p + 1] < 0x80:
             key = (key & 0x7F) | b[p + 1] << 7
