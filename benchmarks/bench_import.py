@@ -112,22 +112,22 @@ elif kind == "sha256":  # the provenance hash alone (one update over the mapped 
         with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return hashlib.sha256(mm).hexdigest()
 elif kind in ("perfreport", "perfreport-nohash"):  # -nohash: the provenance hash taken out (the reader's own cost)
-    from perfreport.importer import import_ncu
+    from perfreport.ncu.importer import import_ncu
     import tempfile
     camp = Path(tempfile.mkdtemp(prefix="camp-", dir=work))  # a fresh cell per run: no earlier import to merge
     (camp / "config.yaml").write_text(
         "schema_version: 1\ncampaign: bench\nhardware: h200_sm90\nsol_rigor: L2\ncells:\n  - id: c\n")
-    import ncu_report, perfreport.ncu.csv_read, perfreport.ncu.csv_fast  # noqa: F401,E401
-    import perfreport.ncu.rep, perfreport.aggregate  # noqa: F401,E401
+    import ncu_report, perfreport.ncu.csv.read, perfreport.ncu.csv.fast  # noqa: F401,E401
+    import perfreport.ncu.rep.reader, perfreport.ncu.aggregate  # noqa: F401,E401
     # (one-time module import cost kept out of the timed region for every reader alike)
     if kind == "perfreport-nohash":
-        import perfreport.importer as importer_module
+        import perfreport.ncu.importer as importer_module
         class _NoHash:  # maps nothing either: the parse maps the report itself
             mapping = None
             def __init__(self, p): self.path = p
             def result(self): return "0" * 64
             def close(self): pass
-        perfreport.ncu.rep.FileHash = importer_module.FileHash = _NoHash
+        perfreport.ncu.rep.reader.FileHash = importer_module.FileHash = _NoHash
     def run():
         return import_ncu(camp, "c", path)
 else:

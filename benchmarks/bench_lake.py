@@ -61,7 +61,7 @@ def arrow_rows(camp: Path) -> dict[str, Any]:
     """The same Arrow tables a publish commits (built the way publish_to_lake builds them)."""
     from datetime import UTC, datetime
 
-    from perfreport.campaign import load_campaign
+    from perfreport.config.campaign import load_campaign
     from perfreport.lake.gate import check_campaign
     from perfreport.lake.rows import build_rows, publication_row, to_arrow
 

@@ -111,8 +111,8 @@ def duckdb_alone(camp: Path) -> tuple[float, int]:
 
 def stages(camp: Path) -> str:
     """Where render time goes: the warehouse alone (DuckDB load + views), then the whole gather step."""
-    from perfreport.gather import gather
-    from perfreport.warehouse import open_campaign
+    from perfreport.warehouse.db import open_campaign
+    from perfreport.warehouse.gather import gather
 
     start = time.perf_counter()
     open_campaign(camp).close()
@@ -125,7 +125,7 @@ def stages(camp: Path) -> str:
 
 def render(camp: Path, site: Path) -> tuple[float, float, Any]:
     """(wall s, CPU s of this process, result): CPU time shows the work when other jobs share the 2 cores."""
-    from perfreport.render import report_render
+    from perfreport.site.render import report_render
 
     shutil.rmtree(site, ignore_errors=True)
     start, cpu = time.perf_counter(), time.process_time()

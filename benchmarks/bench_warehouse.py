@@ -25,8 +25,8 @@ from typing import Any
 
 import duckdb
 
-from perfreport.atomic import write_json_atomic
-from perfreport.warehouse import open_campaign
+from perfreport.files import write_json_atomic
+from perfreport.warehouse.db import open_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"

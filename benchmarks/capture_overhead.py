@@ -1,7 +1,7 @@
 """Serving overhead of scoped and unscoped ncu captures on a live inference server (run on the H200).
 
 One run, one GPU, two phases, ratios against baselines measured in the same run:
-  A  the server (perfreport.capture.serve_llama: random-init Llama, bf16) un-profiled: warm, closed-loop load.
+  A  the server (benchmarks.serving.serve_llama: random-init Llama, bf16) un-profiled: warm, closed-loop load.
   B  the same server started under `ncu --mode launch` (plan.launch_argv), released by one empty attach, loaded
      continuously while three attach captures run one after another through capture_run:
        B1 scoped --set basic, one kernel    B2 scoped --set full, one kernel    B3 unscoped --set basic, N kernels
@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from perfreport.capture.loadgen import LoadGen, Record, WindowStats, compare, records_json, window_stats  # noqa: E402
-from perfreport.capture.serve_llama import GPU_ENGINES  # noqa: E402
+from benchmarks.serving.loadgen import LoadGen, Record, WindowStats, compare, records_json, window_stats  # noqa: E402
+from benchmarks.serving.serve_llama import GPU_ENGINES  # noqa: E402
 
 FAKE_NCU = ROOT / "tests" / "data" / "fake_ncu"
 TARGET = 0.05  # the default plan keeps steady-state serving within 5% outside the replayed launches
@@ -121,7 +121,7 @@ def _prefixed(label: str) -> Callable[[str], None]:
 def server_cmd(args: argparse.Namespace, port: int | None = None) -> list[str]:
     """The serve_llama command line (the same in both phases; a sister's differs only in its port)."""
     port = args.port if port is None else port
-    cmd = [sys.executable, "-m", "perfreport.capture.serve_llama", "--host", "127.0.0.1", "--port", str(port),
+    cmd = [sys.executable, "-m", "benchmarks.serving.serve_llama", "--host", "127.0.0.1", "--port", str(port),
            "--max-batch", str(args.max_batch), "--layers", str(args.layers), "--warm-prompt-len", str(args.prompt_len)]
     return [*cmd, "--engine", "echo" if args.cpu_smoke else args.engine]
 
@@ -229,8 +229,8 @@ def capture_specs(args: argparse.Namespace, command: list[str], prefix: str = "B
     than a single replica allows): it is planned, its refusals are printed, and they are overridden here only, so
     the benchmark can measure what the policy protects serving from.
     """
-    from perfreport.capture.plan import Plan, build_plan
-    from perfreport.capture.spec import CaptureSpec
+    from perfreport.capture.plan.build import Plan, build_plan
+    from perfreport.capture.plan.spec import CaptureSpec
 
     common = {"command": tuple(command), "target_processes": "all", "clock_control": "none",
               "hostname": "127.0.0.1", "replay_mode": "kernel"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfreport.ncu.rep_proto import iter_fields  # noqa: E402
+from perfreport.ncu.rep.proto import iter_fields  # noqa: E402
 
 
 def _varint(value: int) -> bytes:

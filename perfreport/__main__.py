@@ -1,3 +1,3 @@
-from perfreport.cli import main
+from perfreport.cli.main import main
 
 main()

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from perfreport.cli import cli
-from perfreport.importer import import_campaign
-from perfreport.render import RenderResult, report_render
+from perfreport.cli.main import cli
+from perfreport.ncu.importer import import_campaign
+from perfreport.site.render import RenderResult, report_render
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import EVIL_FIELD, EVIL_KERNEL
 
-from perfreport.render import RenderResult
+from perfreport.site.render import RenderResult
 
 CHROMIUM = os.environ.get("PERFREPORT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent / "artifacts"

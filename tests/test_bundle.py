@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from perfreport.bundle import (
+from perfreport.bundle.layout import (
     BUNDLE_JSON,
     BUNDLES_SUBDIR,
     bundle_init,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfreport.campaign import (
+from perfreport.config.campaign import (
     Campaign,
     campaign_init,
     deep_merge,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfreport.atomic import sha256_file
-from perfreport.capture.receipt import load_receipt
-from perfreport.cli import cli
+from perfreport.bundle.receipt import load_receipt
+from perfreport.cli.main import cli
+from perfreport.files import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "data" / "fake_ncu"
@@ -167,8 +167,8 @@ def test_harness_verb_prints_the_ncu_command() -> None:
     proc = subprocess.run([sys.executable, "-m", "perfreport", "harness", "gemm", "--shape", "m=16,n=4096,k=4096",
                            "--warmup", "7", "--print-ncu"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "--launch-skip 7 --launch-count 1" in proc.stdout and "-- python3 -m perfreport.capture.harness gemm" in \
-        proc.stdout
+    assert "--launch-skip 7 --launch-count 1" in proc.stdout
+    assert "-- python3 -m perfreport.capture.harness.runner gemm" in proc.stdout
 
 
 def test_exports_fall_back_to_ncu_report_when_ncu_import_fails(fake_ncu: Path, tmp_path: Path,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.capture.diagnose import CODES, Diagnosis, diagnose_path, diagnose_text
+from perfreport.capture.diagnose.log import CODES, Diagnosis, diagnose_text
+from perfreport.capture.diagnose.path import diagnose_path
 from perfreport.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -325,7 +326,7 @@ def test_bad_inputs_raise_input_error(tmp_path: Path) -> None:
 
 
 def test_imports_without_heavy_dependencies() -> None:
-    code = ("import sys, perfreport.capture.diagnose; "
+    code = ("import sys, perfreport.capture.diagnose.log; "
             "print(sorted(m for m in ('pandas', 'duckdb', 'pydantic', 'numpy', 'ncu_report') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -10,7 +10,7 @@ import pytest
 
 from perfreport.capture.export import export_report
 from perfreport.errors import InputError
-from perfreport.importer import import_ncu
+from perfreport.ncu.importer import import_ncu
 
 RUN = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200_capture" / "run1" / "bundle" / "ncu-profiles"
 FIELDS = ("duration_ns", "dram_bytes", "arithmetic_intensity", "achieved_tflops", "sm_throughput_pct",

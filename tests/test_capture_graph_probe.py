@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.capture.diagnose import GRAPH_WEDGE, diagnose_text
+from perfreport.capture.diagnose.log import GRAPH_WEDGE, diagnose_text
 
 PROBE = Path(__file__).resolve().parent / "data" / "h200_capture" / "graph_server_probe"
 _VARIANT = re.compile(r"^--- \S+ variant thread=(?P<thread>\d) matmul=(?P<matmul>\d) release=(?P<mode>\w+)$", re.M)

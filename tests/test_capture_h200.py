@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.atomic import sha256_file
-from perfreport.capture.receipt import load_receipt
-from perfreport.importer import import_ncu
+from perfreport.bundle.receipt import load_receipt
+from perfreport.files import sha256_file
+from perfreport.ncu.importer import import_ncu
 
 RUN = Path(__file__).resolve().parents[1] / "tests" / "data" / "h200_capture" / "run1" / "bundle" / "ncu-profiles"
 GOOD = {"gemm_bf16_basic": ("basic", "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"),
@@ -84,7 +84,7 @@ def test_a_capture_run_bundle_imports_one_source_per_capture_with_captured_at(ca
     import json
     import shutil
 
-    from perfreport.bundle import bundle_init
+    from perfreport.bundle.layout import bundle_init
 
     bundle = bundle_init(tmp_path, "h200-capture-run")
     shutil.copytree(RUN, bundle / "ncu-profiles", dirs_exist_ok=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perfreport.capture.harness import (
+from perfreport.capture.harness.runner import (
     GEMM_RE,
     SDPA_RE,
     HarnessSpec,
@@ -36,7 +36,7 @@ from perfreport.errors import InputError
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = "a'; rm -rf / #"
 CALLS: list[tuple[Any, ...]] = []
-HARNESS = ["python3", "-m", "perfreport.capture.harness"]
+HARNESS = ["python3", "-m", "perfreport.capture.harness.runner"]
 
 
 def counting_op(*args: Any) -> int:
@@ -147,7 +147,7 @@ def test_ncu_command_exact_argv() -> None:
     assert ncu_command(spec, ["x"], "sm90_xmma", opts) == [
         "/usr/local/cuda/bin/ncu", "--clock-control", "none", "--target-processes", "all", "--kernel-name",
         "regex:sm90_xmma", "--launch-skip", "30", "--launch-count", "1", "--set", "basic", "-o", "/o/g", "--",
-        "py", "-m", "perfreport.capture.harness", "x"]
+        "py", "-m", "perfreport.capture.harness.runner", "x"]
 
 
 def test_ncu_command_nvtx_and_callable() -> None:
@@ -266,7 +266,7 @@ def test_main_reports_errors_on_stderr(monkeypatch: pytest.MonkeyPatch, capsys: 
 def test_module_entry_point_prints_ncu_command_then_timings() -> None:
     args = ["numpy:matmul", "--shape", "a=16x64,b=64x32", "--device", "cpu", "--warmup", "3", "--iters", "4",
             "--seed", "1", "--ncu-output", HOSTILE, "--json"]
-    proc = subprocess.run([sys.executable, "-m", "perfreport.capture.harness", *args], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "perfreport.capture.harness.runner", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -278,6 +278,6 @@ def test_module_entry_point_prints_ncu_command_then_timings() -> None:
     assert lines[3].startswith("numpy:matmul(a[16x64], b[64x32]) numpy fp32 on cpu: 4 iterations after 3 warm-ups")
     result = json.loads(lines[4])
     assert result["iterations"] == 4 and len(result["times_ms"]) == 4 and result["flop"] is None
-    printed = subprocess.run([sys.executable, "-m", "perfreport.capture.harness", *args[:-1], "--print-ncu"],
+    printed = subprocess.run([sys.executable, "-m", "perfreport.capture.harness.runner", *args[:-1], "--print-ncu"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert printed.returncode == 0 and printed.stdout == lines[1] + "\n"

@@ -1,5 +1,5 @@
 """capture k8s: the debug sidecar and sister-Deployment plans (exact kubectl argv), their manifests validated against
-the real Kubernetes 1.30 OpenAPI schemas (kubernetes-validate), and k8s_run against tests/data/fake_kubectl/kubectl,
+the real Kubernetes 1.30 OpenAPI schemas (kubernetes-validate), and run_plan against tests/data/fake_kubectl/kubectl,
 which answers from tests/data/k8s and replays REAL ncu 2025.3.1 attach output recorded on the H200.
 """
 
@@ -21,9 +21,12 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
-from perfreport.capture.k8s import K8sOptions, ere_escape, interrupt_pattern, k8s_plan, k8s_run
-from perfreport.capture.receipt import load_receipt
-from perfreport.capture.spec import CaptureSpec
+from perfreport.bundle.receipt import load_receipt
+from perfreport.capture.k8s.argv import ere_escape, interrupt_pattern
+from perfreport.capture.k8s.model import K8sOptions
+from perfreport.capture.k8s.plan import k8s_plan
+from perfreport.capture.k8s.steps import run_plan
+from perfreport.capture.plan.spec import CaptureSpec
 from perfreport.errors import PerfReportError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,7 +191,7 @@ def test_refused_sister_writes_nothing_and_runs_nothing(tmp_path: Path, fake: Pa
     assert codes == {"k8s-selector-overlap", "k8s-service-match"} and plan.verdict == "refuse"
     assert not (tmp_path / "plan").exists() and plan.written == []
     with pytest.raises(PerfReportError, match="refused; nothing was run"):
-        k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL)
+        run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL)
     assert argvs(fake) == [] and not (tmp_path / "bundle").exists()
 
 
@@ -225,7 +228,7 @@ def test_debug_refuses_a_server_not_started_under_ncu(tmp_path: Path, fake: Path
     assert "ncu --mode launch" in refused[0].message and "--method sister" in refused[0].message
     assert not (tmp_path / "plan").exists()
     with pytest.raises(PerfReportError):
-        k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL)
+        run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL)
     assert argvs(fake) == []
 
 
@@ -245,14 +248,14 @@ def test_interrupt_pattern_hits_the_ncu_binary_only() -> None:
 def test_dry_run_prints_the_steps_and_runs_nothing(tmp_path: Path, fake: Path) -> None:
     plan = sister_plan(tmp_path)
     said: list[str] = []
-    result = k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, dry_run=True, progress=said.append)
+    result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, dry_run=True, progress=said.append)
     assert not result.ran and argvs(fake) == [] and not (tmp_path / "bundle").exists()
     assert len(said) == len(plan.argvs()) and "kubectl create -n inference -f" in said[1]
 
 
 def test_sister_run_end_to_end(tmp_path: Path, fake: Path) -> None:
     plan = sister_plan(tmp_path, spec(campaign="h200", cell_id="decode"))
-    result = k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+    result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok and result.pod == SISTER_POD
     assert argvs(fake) == [a[1:] for a in sister_expected(plan, SISTER_POD)]
     profiles = tmp_path / "bundle" / "ncu-profiles"
@@ -290,7 +293,7 @@ def test_hostile_kernel_pattern_stays_one_argv_element_without_a_shell(tmp_path:
         monkeypatch.setattr(subprocess, name, spy)
     plan = sister_plan(tmp_path, spec(HOSTILE))
     assert shlex.quote(HOSTILE) in plan.text()  # shown quoted, run unquoted
-    k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+    run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert seen and all(isinstance(a, list) and shell is False for a, shell in seen)
     attach = [a for a in argvs(fake) if "--set" in a]
     assert len(attach) == 1 and attach[0].count(HOSTILE) == 1
@@ -305,7 +308,7 @@ def test_failing_exec_still_deletes_the_sister_and_writes_receipts(tmp_path: Pat
     monkeypatch.setenv("FAKE_KUBECTL_FAIL_MATCH", "--page raw")
     plan = sister_plan(tmp_path)
     with pytest.raises(PerfReportError) as err:
-        k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+        run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     msg = err.value.message
     assert "step 'export-raw' failed (rc=1)" in msg and 'container not found ("vllm")' in msg
     assert "Fix: The .ncu-rep was copied" in msg and "Cleanup done" in msg
@@ -325,7 +328,7 @@ def test_every_exec_failing_fails_the_release_and_still_cleans_up(tmp_path: Path
     monkeypatch.setenv("FAKE_KUBECTL_FAIL", "exec")
     plan = sister_plan(tmp_path)
     with pytest.raises(PerfReportError, match="step 'release' failed"):
-        k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, **{**FAST, "release_attempts": 2})
+        run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **{**FAST, "release_attempts": 2})
     calls = argvs(fake)
     assert sum(1 for a in calls if "regex:^perfreport_release_matches_no_kernel$" in a) == 2
     assert calls[-1][:2] == ["delete", "deployment"]
@@ -338,7 +341,7 @@ def test_release_retries_until_the_server_is_attachable(tmp_path: Path, fake: Pa
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_KUBECTL_RELEASE_FAILS", "2")
     monkeypatch.setenv("FAKE_KUBECTL_PENDING_POLLS", "2")
-    result = k8s_run(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+    result = run_plan(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok
     assert sum(1 for a in argvs(fake) if "regex:^perfreport_release_matches_no_kernel$" in a) == 3
     # two Pending polls, then Running; then one check after each failed release attempt (still running)
@@ -352,7 +355,7 @@ def test_injected_profiler_in_the_created_pod_is_refused(tmp_path: Path, fake: P
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_KUBECTL_INJECT", "1")
     with pytest.raises(PerfReportError, match="CUDA_INJECTION64_PATH") as err:
-        k8s_run(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+        run_plan(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert "admission webhook" in err.value.message
     assert argvs(fake)[-1][:2] == ["delete", "deployment"] and not any(a[0] == "exec" for a in argvs(fake))
 
@@ -364,14 +367,14 @@ def test_changed_deployment_is_refused_before_anything_is_created(tmp_path: Path
     (tmp_path / "newer.json").write_text(json.dumps(newer))
     monkeypatch.setenv("FAKE_KUBECTL_DEPLOYMENT", str(tmp_path / "newer.json"))
     with pytest.raises(PerfReportError, match="revision 7 when planned, 8 now"):
-        k8s_run(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+        run_plan(sister_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert [a[0] for a in argvs(fake)] == ["get"]  # nothing created, so nothing deleted
     assert load_receipt(tmp_path / "bundle" / "ncu-profiles" / "cap1-cleanup.receipt.json")["cleanup"] == []
 
 
 def test_debug_run_end_to_end(tmp_path: Path, fake: Path) -> None:
     plan = debug_plan(tmp_path)
-    result = k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
+    result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok and argvs(fake) == [a[1:] for a in plan.argvs()]
     profiles = tmp_path / "bundle" / "ncu-profiles"
     assert (profiles / "capture.ncu-rep").read_bytes() == REPORT
@@ -386,7 +389,7 @@ def test_debug_run_end_to_end(tmp_path: Path, fake: Path) -> None:
 
 
 def test_fetch_docs_reads_what_the_plan_needs(fake: Path) -> None:
-    from perfreport.capture.k8s_steps import fetch_docs
+    from perfreport.capture.k8s.manifests import fetch_docs
 
     docs = fetch_docs("sister", "vllm-llama-8b", "inference", kubectl=KUBECTL)
     assert docs["deployment"]["metadata"]["name"] == "vllm-llama-8b" and len(docs["services"]) == 2
@@ -405,7 +408,7 @@ def test_capture_id_must_make_a_dns_label_for_the_debug_container(tmp_path: Path
 def _k8s_cli(verb: str, tmp_path: Path, *extra: str) -> Any:
     from click.testing import CliRunner
 
-    from perfreport.cli import cli
+    from perfreport.cli.main import cli
 
     return CliRunner().invoke(cli, ["capture", "k8s", verb, "--method", "sister", "--name", "vllm-llama-8b",
                                     "-n", "inference", "--container", "vllm", "--capture-id", "cap1",
@@ -429,7 +432,7 @@ def test_cli_k8s_method_defaults_to_the_sister(tmp_path: Path) -> None:
     """Without --method the plan is the sister (production never under ncu); --help says why."""
     from click.testing import CliRunner
 
-    from perfreport.cli import cli
+    from perfreport.cli.main import cli
 
     res = CliRunner().invoke(cli, ["capture", "k8s", "plan", "--name", "vllm-llama-8b", "-n", "inference",
                                    "--container", "vllm", "--capture-id", "cap1", "--ncu-image", "img",

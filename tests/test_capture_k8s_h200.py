@@ -22,11 +22,12 @@ from typing import Any
 
 import pytest
 
-from perfreport.atomic import sha256_file
-from perfreport.capture.k8s import K8sOptions, k8s_plan
-from perfreport.capture.receipt import load_receipt
-from perfreport.capture.spec import CaptureSpec
-from perfreport.importer import import_ncu
+from perfreport.bundle.receipt import load_receipt
+from perfreport.capture.k8s.model import K8sOptions
+from perfreport.capture.k8s.plan import k8s_plan
+from perfreport.capture.plan.spec import CaptureSpec
+from perfreport.files import sha256_file
+from perfreport.ncu.importer import import_ncu
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "tests" / "data" / "h200_capture" / "k8s_local"

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from test_capture_k8s import FAST, KUBECTL, SISTER_POD, argvs, fake, launched_pod, load, opts, services, spec
 
-from perfreport.capture.k8s import k8s_plan, k8s_run
-from perfreport.capture.receipt import load_receipt
+from perfreport.bundle.receipt import load_receipt
+from perfreport.capture.k8s.plan import k8s_plan
+from perfreport.capture.k8s.steps import run_plan
 from perfreport.errors import PerfReportError
 
 __all__ = ["fake"]  # the fixture, imported so pytest finds it here
@@ -89,7 +90,7 @@ def test_explicit_workers_wins_and_a_bad_size_warns(tmp_path: Path) -> None:
 def test_sister_run_releases_both_workers_then_captures(tmp_path: Path, fake: Path) -> None:
     plan = tp_plan(tmp_path, "--tensor-parallel-size", "2")
     said: list[str] = []
-    result = k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, progress=said.append, **FAST)
+    result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, progress=said.append, **FAST)
     assert result.ok and result.pod == SISTER_POD
     calls = argvs(fake)
     attach_ports = [a[a.index("--port") + 1] for a in calls if NO_KERNEL in a]
@@ -116,7 +117,7 @@ def test_a_worker_port_that_never_answers_fails_its_release_and_cleans_up(tmp_pa
     plan = tp_plan(tmp_path, "--tensor-parallel-size", "2")
     said: list[str] = []
     with pytest.raises(PerfReportError, match="step 'release-49153' failed") as err:
-        k8s_run(plan, tmp_path / "bundle", kubectl=KUBECTL, progress=said.append, **{**FAST, "release_attempts": 2})
+        run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, progress=said.append, **{**FAST, "release_attempts": 2})
     assert "cap1-release-49153.ncu-output.txt" in err.value.message and "--workers" in err.value.message
     assert "Cleanup done" in err.value.message
     assert said.count("release-49153: port 49152 answered, not 49153 (its process has not reached CUDA yet, or was "
@@ -135,7 +136,7 @@ def test_a_relative_kubectl_path_still_reaches_the_steps_run_in_the_staging_fold
     # run with the staging folder as cwd
     monkeypatch.chdir(Path(KUBECTL).parents[3])
     relative = str(Path(KUBECTL).relative_to(Path.cwd()))
-    result = k8s_run(tp_plan(tmp_path), tmp_path / "bundle", kubectl=relative, **FAST)
+    result = run_plan(tp_plan(tmp_path), tmp_path / "bundle", kubectl=relative, **FAST)
     assert result.ok and (tmp_path / "bundle" / "ncu-profiles" / "capture.ncu-rep").stat().st_size > 0
     session = load_receipt(tmp_path / "bundle" / "ncu-profiles" / "cap1-cleanup.receipt.json")
     assert {s["argv"][0] for s in session["steps"]} == {KUBECTL}
@@ -147,7 +148,7 @@ def test_a_server_that_exits_before_its_release_fails_at_once(tmp_path: Path, fa
     monkeypatch.setenv("FAKE_KUBECTL_RELEASE_FAILS", "100")
     monkeypatch.setenv("FAKE_KUBECTL_EXITS_AFTER_POLLS", "1")  # running at wait-pod, terminated after
     with pytest.raises(PerfReportError, match="step 'release' failed") as err:
-        k8s_run(tp_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **{**FAST, "release_attempts": 50})
+        run_plan(tp_plan(tmp_path), tmp_path / "bundle", kubectl=KUBECTL, **{**FAST, "release_attempts": 50})
     assert "no longer running" in err.value.message and "--previous" in err.value.message
     assert sum(1 for a in argvs(fake) if NO_KERNEL in a) == 1  # one attempt, not 50
     assert argvs(fake)[-1][:2] == ["delete", "deployment"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.capture.policy import LAUNCH_COST
+from perfreport.capture.plan.policy import LAUNCH_COST
 
 DATA = Path(__file__).parent / "data" / "h200_capture"
 

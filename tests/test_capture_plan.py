@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfreport.capture.plan import build_plan, plan_text, shell_preview
-from perfreport.capture.policy import check_policy
-from perfreport.capture.spec import CaptureSpec, load_spec, spec_from_mapping
-from perfreport.cli import cli
+from perfreport.capture.plan.build import build_plan, plan_text, shell_preview
+from perfreport.capture.plan.policy import check_policy
+from perfreport.capture.plan.spec import CaptureSpec, load_spec, spec_from_mapping
+from perfreport.cli.main import cli
 from perfreport.errors import ConfigError, InputError
 
 HOSTILE = "a'; rm -rf / #"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from perfreport.capture.receipt import (
+from perfreport.bundle.receipt import (
     ANNOTATIONS,
     SUPPORTED_KEYWORDS,
     load_receipt,
@@ -29,7 +29,7 @@ from perfreport.capture.receipt import (
 from perfreport.errors import InputError, PerfReportError
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_PATH = ROOT / "perfreport" / "data" / "capture_receipt.schema.json"
+SCHEMA_PATH = ROOT / "perfreport" / "config" / "schemas" / "capture_receipt.schema.json"
 NCU = "/usr/local/cuda/bin/ncu"
 CAPTURE_ARGV = [NCU, "--mode", "attach", "--hostname", "127.0.0.1", "--clock-control", "none", "--kernel-name",
                 "regex:nvjet", "--launch-count", "1", "--set", "basic", "-o", "/b/ncu-profiles/.a1.tmp/a1"]
@@ -104,8 +104,8 @@ def test_new_receipt_copies_its_inputs() -> None:
 
 def test_receipt_fields_of_run_record_builds_a_valid_receipt() -> None:
     """The call capture run makes (run_record.receipt_fields) produces a receipt the schema accepts."""
+    from perfreport.capture.plan.spec import CaptureSpec
     from perfreport.capture.run_record import Step, receipt_fields
-    from perfreport.capture.spec import CaptureSpec
 
     spec = CaptureSpec(kernel_patterns=("regex:nvjet",), campaign="h200-decoder-layer", cell_id="decode-b16")
     plan = SimpleNamespace(spec=spec, findings=[SimpleNamespace(code="clock-control-none", level="info")])
@@ -283,7 +283,7 @@ def test_gpu_host_without_jsonschema_writes_and_loads(tmp_path: Path) -> None:
     code = (
         "import sys, json\n"
         "for m in ('jsonschema', 'pandas', 'duckdb', 'pydantic'): sys.modules[m] = None\n"
-        "from perfreport.capture.receipt import load_receipt, write_receipt\n"
+        "from perfreport.bundle.receipt import load_receipt, write_receipt\n"
         "import perfreport.capture.preflight\n"
         f"r = json.loads({json.dumps(json.dumps(full_receipt()))})\n"
         f"write_receipt({str(tmp_path / 'r.json')!r}, r)\n"

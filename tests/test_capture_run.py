@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from perfreport.capture.loadgen import LoadGen, Record, percentile, split_windows, window_stats
+from benchmarks.serving.loadgen import LoadGen, Record, percentile, split_windows, window_stats
+from benchmarks.serving.serve_llama import Batcher, EchoEngine, Serving, ServingState, warm_up
 from perfreport.capture.release import NO_KERNEL, release_argv, release_launched, release_workers
 from perfreport.capture.run_record import exports_for
-from perfreport.capture.serve_llama import Batcher, EchoEngine, Serving, ServingState, warm_up
 from perfreport.capture.session import NcuSession, parse_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +186,7 @@ def test_batcher_groups_waiting_requests_and_finishes_each_at_its_own_length() -
             seen.append((batch, prompt_len, steps))
             super().generate(batch, prompt_len, steps, on_step)
 
-    from perfreport.capture.serve_llama import Job
+    from benchmarks.serving.serve_llama import Job
 
     batcher = Batcher(Engine(0.0), max_batch=3)
     jobs = [Job(8, 4), Job(8, 2), Job(16, 3), Job(8, 5), Job(8, 1)]

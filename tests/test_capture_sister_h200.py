@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from perfreport.capture.loadgen import Record, window_stats
+from benchmarks.serving.loadgen import Record, window_stats
 
 DATA = Path(__file__).parent / "data" / "h200_capture"
 
@@ -90,7 +90,7 @@ def test_sister_serving_throughout_costs_production_its_share_of_the_gpu() -> No
 
 
 def test_the_policy_states_what_the_sister_run_measured() -> None:
-    from perfreport.capture.policy import SISTER_MEASURED
+    from perfreport.capture.plan.policy import SISTER_MEASURED
 
     doc = load("overhead_sister")
     idle = "S0 beside the released sister, idle"

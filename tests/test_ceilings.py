@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import perfreport.ceilings as ceilings_module
-from perfreport.ceilings import CeilingRef, Ceilings, classify_family, load_ceilings
+import perfreport.config.ceilings as ceilings_module
+from perfreport.config.ceilings import CeilingRef, Ceilings, classify_family, load_ceilings
 from perfreport.errors import ConfigError, InputError, PerfReportError
 
 HARDWARE = ["a100_sm80", "b200_sm100", "gb300_sm100", "h100_sm90", "h200_sm90"]

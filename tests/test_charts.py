@@ -10,9 +10,9 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from perfreport import charts
-from perfreport.ceilings import load_ceilings
-from perfreport.roofline import RooflineModel, build_roofline
+from perfreport.config.ceilings import load_ceilings
+from perfreport.site import charts
+from perfreport.warehouse.roofline import RooflineModel, build_roofline
 
 HW = "h200_sm90"
 

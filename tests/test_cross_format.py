@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from perfreport.aggregate import summarize_capture
-from perfreport.ceilings import load_ceilings
-from perfreport.derive import DeriveContext
-from perfreport.ncu.catalog import load_catalog
-from perfreport.ncu.csv_read import read_csv_export
+from perfreport.config.ceilings import load_ceilings
+from perfreport.ncu.aggregate import summarize_capture
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.csv.read import read_csv_export
+from perfreport.ncu.derive import DeriveContext
 from perfreport.ncu.model import Capture
-from perfreport.ncu.rep import read_rep
+from perfreport.ncu.rep.reader import read_rep
 
 DATA = Path(__file__).parent / "data"
 PAIRS = [

@@ -10,7 +10,7 @@ import pytest
 from test_csv_read import lines_of, write
 
 from perfreport.errors import EmptyCaptureError, InputError
-from perfreport.ncu.csv_read import read_csv_export
+from perfreport.ncu.csv.read import read_csv_export
 
 H200 = Path(__file__).parent / "data" / "h200_shared"
 FIXED = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",

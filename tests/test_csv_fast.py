@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu.catalog import load_catalog
-from perfreport.ncu.csv_common import load_table
-from perfreport.ncu.csv_details import read_long
-from perfreport.ncu.csv_fast import read_clean, scan_records
-from perfreport.ncu.csv_raw import read_wide
-from perfreport.ncu.csv_read import read_csv_export
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.csv.common import load_table
+from perfreport.ncu.csv.details import read_long
+from perfreport.ncu.csv.fast import read_clean, scan_records
+from perfreport.ncu.csv.raw import read_wide
+from perfreport.ncu.csv.read import read_csv_export
 from perfreport.ncu.model import Capture, KernelLaunch
 
 DATA = Path(__file__).parent / "data"
@@ -113,7 +113,7 @@ def test_fallback_list_is_real() -> None:
 
 def test_fast_path_is_used_by_the_importer_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     """read_csv_export(path, only) does not run the strict reader on a clean export."""
-    import perfreport.ncu.csv_read as csv_read
+    import perfreport.ncu.csv.read as csv_read
 
     def boom(path: Path) -> None:
         raise AssertionError("strict reader used")
@@ -335,7 +335,7 @@ def _big_details(kernels: int) -> str:
 
 def test_big_details_page_is_scanned_in_two_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A page of SPLIT_MIN or more is scanned as two halves cut after a newline: same Capture as the strict reader."""
-    import perfreport.ncu.csv_fast_details as fast_details
+    import perfreport.ncu.csv.fast_details as fast_details
 
     text = _big_details(300)
     assert len(text) > fast_details.SPLIT_MIN
@@ -440,7 +440,7 @@ def test_fuzz_damaged_real_files_same_as_strict(tmp_path: Path, monkeypatch: pyt
 
 
 def _split_every_page(monkeypatch: pytest.MonkeyPatch, halves: bool) -> None:
-    import perfreport.ncu.csv_fast_details as fast_details
+    import perfreport.ncu.csv.fast_details as fast_details
 
     if halves:
         monkeypatch.setattr(fast_details, "SPLIT_MIN", 1)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu.csv_read import read_csv_export
+from perfreport.ncu.csv.read import read_csv_export
 from perfreport.ncu.model import Capture, Rule
 
 DATA = Path(__file__).parent / "data"
@@ -429,6 +429,6 @@ def test_fuzz_damaged_real_files_raise_only_input_error(tmp_path: Path, name: st
     ("void (anonymous namespace)::unnamed_kernel(float *)", "unnamed_kernel"),
 ])
 def test_function_name_with_the_anonymous_namespace(demangled: str, expected: str) -> None:
-    from perfreport.ncu.names import function_name
+    from perfreport.ncu.catalog.names import function_name
 
     assert function_name(demangled) == expected

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from perfreport.importer import import_ncu
+from perfreport.ncu.importer import import_ncu
 
 TESTS = Path(__file__).parent
 GOLDEN = TESTS / "golden"

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from conftest import ONE_CELL_CONFIG, run_cli, run_cli_streams
 
-from perfreport.cells import load_schema
+from perfreport.ncu.cells import load_schema
 
 TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"
@@ -177,7 +177,7 @@ def test_json_summary(campaign: Path) -> None:
 
 def test_progress_per_file_and_per_tenth_of_a_large_report(tmp_path: Path, campaign: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from perfreport.ncu import rep
+    from perfreport.ncu.rep import reader as rep
 
     assert rep.progress_steps(19) == set() and rep.progress_steps(20) == {2, 4, 6, 8, 10, 12, 14, 16, 18, 20}
     assert rep.progress_steps(2016) == {*range(202, 2016, 202), 2016}

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from perfreport.errors import InputError
-from perfreport.kernel_identity import match_kernels, name_matches, normalize, simplify
+from perfreport.ncu.kernel_identity import name_matches, normalize, simplify
 from perfreport.ncu.read import read_export
-from perfreport.ncu.rep import read_rep
+from perfreport.ncu.rep.reader import read_rep
 
 TESTS = Path(__file__).parent
 TRACE = TESTS / "data" / "torch" / "workload_torch_trace.json.gz"
@@ -83,29 +83,17 @@ def test_simplify_makes_tool_spellings_equal() -> None:
         "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>")
 
 
-def _assert_layer_matches(left: list[str], right: list[str]) -> None:
-    m = match_kernels(left, right)
-    pairs = [(simplify(a), simplify(b)) for a, b in m.pairs]
-    for a, b in pairs:
-        print(f"paired: {a}  <->  {b}")
-    print("torch only:", [simplify(n)[:80] for n in m.unmatched_left])
-    print("ncu only:", [simplify(n)[:80] for n in m.unmatched_right])
-    assert all(a == b for a, b in pairs)
-    assert sorted(a for a, _ in pairs) == sorted([
+def _assert_layer_matches(torch_names: list[str], ncu_names: list[str]) -> None:
+    """The warehouse joins tools by simplify(): the layer's kernels meet, and only those (one per function)."""
+    shared = {simplify(n) for n in torch_names} & {simplify(n) for n in ncu_names}
+    assert sorted(shared) == sorted([
         *NVJET, SDPA, "vectorized_layer_norm_kernel<BFloat16,float,1>",
         "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>",
         "vectorized_elementwise_kernel<8,silu_kernel(TensorIteratorBase&)::{lambda()#1}::operator()()const::"
         "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>",
     ])
-    assert [normalize(n) for n in m.unmatched_left] == ["distribution_elementwise_grid_stride_kernel",
-                                                        "vectorized_elementwise_kernel"]
-    assert "AUnaryFunctor" in m.unmatched_left[1]
-    (only_ncu,) = m.unmatched_right
-    assert "BinaryFunctor" in only_ncu and "MulFunctor" in only_ncu
-    (amb,) = m.ambiguous
-    assert amb.function == "vectorized_elementwise_kernel"
-    assert amb.left == [m.unmatched_left[1]] and amb.right == [only_ncu]
-    assert len(m.pairs) + len(m.unmatched_left) == 9 and len(m.pairs) + len(m.unmatched_right) == 8
+    torch_only = sorted(normalize(n) for n in torch_names if simplify(n) not in shared)
+    assert torch_only[0] == "distribution_elementwise_grid_stride_kernel"
 
 
 def test_torch_trace_pairs_with_the_campaign_ncu_report() -> None:
@@ -114,23 +102,6 @@ def test_torch_trace_pairs_with_the_campaign_ncu_report() -> None:
 
 def test_torch_trace_pairs_with_the_ncu_csv_simplified_names() -> None:
     _assert_layer_matches(_torch_names(), [launch.name for launch in read_export(PREFILL_CSV).launches])
-
-
-def test_exact_mode_does_not_guess_among_instantiations() -> None:
-    names = [launch.name for launch in read_rep(PREFILL_REP).launches]
-    m = match_kernels(_torch_names(), names, mode="exact")
-    assert sorted(normalize(a) for a, _ in m.pairs) == sorted([*NVJET, SDPA, "vectorized_layer_norm_kernel"])
-    (amb,) = m.ambiguous
-    assert amb.function == "vectorized_elementwise_kernel" and len(amb.left) == 3 and len(amb.right) == 3
-    assert len(m.unmatched_left) == 4 and len(m.unmatched_right) == 3
-
-
-def test_substring_mode_pairs_unique_candidates_only() -> None:
-    m = match_kernels(["nvjet_sm90_tst_256x128", "nvjet", "no_such_kernel"], list(NVJET), mode="substring")
-    assert m.pairs == [("nvjet_sm90_tst_256x128", NVJET[1])]
-    assert m.unmatched_left == ["nvjet", "no_such_kernel"]
-    assert sorted(m.unmatched_right) == sorted([NVJET[0], NVJET[2]])
-    assert m.ambiguous[0].left == ["nvjet"] and len(m.ambiguous[0].right) == 3
 
 
 def test_name_matches_uses_ncu_kernel_name_semantics() -> None:
@@ -145,10 +116,3 @@ def test_name_matches_uses_ncu_kernel_name_semantics() -> None:
         name_matches("regex:(", NVJET[0])
     with pytest.raises(InputError, match="expected one of function, demangled, mangled"):
         name_matches("x", "x", base="short")
-
-
-def test_unknown_mode_and_duplicates() -> None:
-    with pytest.raises(InputError, match="expected one of auto, exact, substring"):
-        match_kernels(["a"], ["a"], mode="regex:a")
-    m = match_kernels([SDPA, SDPA, SDPA], [SDPA])
-    assert m.pairs == [(SDPA, SDPA)] and m.unmatched_left == [] and m.unmatched_right == []

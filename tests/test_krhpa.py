@@ -12,10 +12,17 @@ import yaml
 from click.testing import CliRunner
 from test_lake import DECODE, PREFILL, cli_query, full_only, make_campaign
 
-from perfreport.campaign import load_campaign
-from perfreport.cli import cli
-from perfreport.krhpa import block_problems, krhpa_verdict, level_text, rubric_rows
-from perfreport.lake.gate import GateError, krhpa_label, krhpa_problems
+from perfreport.cli.main import cli
+from perfreport.config.campaign import load_campaign
+from perfreport.frontier.krhpa import (
+    block_problems,
+    krhpa_label,
+    krhpa_problems,
+    krhpa_verdict,
+    level_text,
+    rubric_rows,
+)
+from perfreport.lake.gate import GateError
 from perfreport.lake.writer import publish_to_lake
 
 CUBLAS = {"name": "cuBLASLt bf16 nvjet GEMM (torch.matmul)", "K": 4, "R": 3, "H": 4, "P": 4, "A": 4}

@@ -13,11 +13,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from perfreport.cli import cli
-from perfreport.importer import import_campaign
-from perfreport.lake.gate import GateError, _value_problem, context_problems
+from perfreport.cli.main import cli
+from perfreport.config.campaign import context_value_problem
+from perfreport.lake.gate import GateError, context_problems
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake, resolve_lake
+from perfreport.ncu.importer import import_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"
@@ -118,10 +119,10 @@ def test_gate_placeholders_and_impossible_zero(tmp_path: Path) -> None:
         f"cells[{DECODE}].context.stack.engine_commit: placeholder 'unknown'; write the real value",
         f"cells[{DECODE}].context.grounding.baseline: placeholder ' n/a '; write the real value",
     ]
-    assert _value_problem("isl", 0) == "0 is impossible here (expected > 0); write the real value"
-    assert _value_problem("trials", 0) is not None and _value_problem("tp", 0) is not None
-    assert _value_problem("enforce_eager", False) is None
-    assert _value_problem("dataset", "") == "empty"
+    assert context_value_problem("isl", 0) == "0 is impossible here (expected > 0); write the real value"
+    assert context_value_problem("trials", 0) is not None and context_value_problem("tp", 0) is not None
+    assert context_value_problem("enforce_eager", False) is None
+    assert context_value_problem("dataset", "") == "empty"
 
 
 def test_strict_fails_listing_every_problem_and_writes_nothing(example: Path, tmp_path: Path) -> None:

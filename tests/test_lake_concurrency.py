@@ -25,10 +25,10 @@ import pytest
 from click.testing import CliRunner
 from test_lake import DECODE, PREFILL, make_campaign
 
-from perfreport.cli import cli
-from perfreport.lake.catalog import NAMESPACE, load_tables, open_catalog
+from perfreport.cli.main import cli
 from perfreport.lake.commit import HOOK_ENV, REST_TRANSACTIONS, rest_payload
 from perfreport.lake.history import lake_history
+from perfreport.lake.iceberg import NAMESPACE, load_tables, open_catalog
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake
 
@@ -373,7 +373,7 @@ def test_catalog_without_multi_table_commit_commits_table_by_table(tmp_path: Pat
 
 
 def test_publish_adds_new_columns_to_an_older_lake_in_the_same_commit(tmp_path: Path) -> None:
-    from perfreport.lake.catalog import TABLE_PROPERTIES
+    from perfreport.lake.iceberg import TABLE_PROPERTIES
     from perfreport.lake.rows import SCHEMAS
 
     camp = make_campaign(tmp_path / CAMPAIGN)

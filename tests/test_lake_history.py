@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from test_lake import DECODE, PREFILL, make_campaign
 
-from perfreport.cli import cli
+from perfreport.cli.main import cli
 from perfreport.lake.compare import lake_compare
 from perfreport.lake.history import lake_history
 from perfreport.lake.query import lake_query

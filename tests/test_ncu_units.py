@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfreport.ncu.units import decimals, parse_number, to_base, unit_scale
+from perfreport.ncu.catalog.units import decimals, parse_number, to_base, unit_scale
 
 
 @pytest.mark.parametrize(("unit", "factor", "base"), [

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from perfreport.aggregate import summarize_capture
-from perfreport.ceilings import load_ceilings
-from perfreport.derive import DeriveContext
-from perfreport.ncu.rep import read_rep
+from perfreport.config.ceilings import load_ceilings
+from perfreport.ncu.aggregate import summarize_capture
+from perfreport.ncu.derive import DeriveContext
+from perfreport.ncu.rep.reader import read_rep
 
 DATA = Path(__file__).parent / "data" / "h200_oracle"
 

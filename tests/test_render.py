@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import EVIL_FIELD, EVIL_KERNEL
 
-from perfreport.render import RenderResult, report_render
+from perfreport.site.render import RenderResult, report_render
 
 GOLDEN = Path(__file__).parent / "golden" / "site"
 CAMPAIGN = "h200-decoder-layer"
@@ -215,7 +215,7 @@ def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
 def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from perfreport.cli import cli
+    from perfreport.cli.main import cli
 
     out = tmp_path / "site"
     result = CliRunner().invoke(cli, ["report_render", "--campaign", str(example_campaign), "--out", str(out)])
@@ -226,7 +226,7 @@ def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) ->
 
 
 def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
-    from perfreport.campaign import campaign_init
+    from perfreport.config.campaign import campaign_init
 
     camp = tmp_path / "empty-campaign"
     campaign_init(camp)

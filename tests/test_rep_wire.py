@@ -17,8 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfreport.errors import InputError
-from perfreport.ncu import rep, rep_bulk, rep_rules, rep_wire
-from perfreport.ncu.catalog import load_catalog
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.rep import bulk as rep_bulk
+from perfreport.ncu.rep import reader as rep
+from perfreport.ncu.rep import rules as rep_rules
+from perfreport.ncu.rep import wire as rep_wire
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted([*ROOT.glob("tests/data/**/*.ncu-rep.gz"), *ROOT.glob("campaigns/**/*.ncu-rep.gz")])
@@ -113,7 +116,7 @@ def test_the_provenance_hash_is_the_files_sha256(tmp_path: Path, monkeypatch: py
     file's SHA-256, in one piece or in many, read alone or through the importer (hash started before the config)."""
     import hashlib
 
-    from perfreport.importer import import_ncu
+    from perfreport.ncu.importer import import_ncu
 
     monkeypatch.setattr(rep, "_HASH_CHUNK", chunk)
     plain = tmp_path / "layers16_basic.ncu-rep"
@@ -131,7 +134,7 @@ def test_the_provenance_hash_is_the_files_sha256(tmp_path: Path, monkeypatch: py
 
 def test_a_real_decode_mix_is_read_in_bulk() -> None:
     """16 decode layers (tests/data/h200_many_layers): 7 kernels, 224 launches, every one read in bulk."""
-    from perfreport.ncu.rep_bulk import read_runs
+    from perfreport.ncu.rep.bulk import read_runs
 
     data = gzip.decompress((ROOT / "tests/data/h200_many_layers/layers16_basic.ncu-rep.gz").read_bytes())
     wanted = rep._wanted()
@@ -143,7 +146,7 @@ def test_a_real_decode_mix_is_read_in_bulk() -> None:
 
 def test_many_launches_are_read_in_bulk() -> None:
     """147 of 150 launches repeat the layout of their kernel's first launch: read in bulk, not walked."""
-    from perfreport.ncu.rep_bulk import read_runs
+    from perfreport.ncu.rep.bulk import read_runs
 
     data = gzip.decompress(MANY.read_bytes())
     wanted = rep._wanted()
@@ -176,8 +179,8 @@ def test_the_fields_after_a_run_are_checked_against_the_first_launch() -> None:
     """Launch #4 repeats its kernel's first launch up to its first rule result: its walk resumes there, with the
     first launch's sections. A changed varint value there (same length) still matches; a changed section
     identifier does not: that launch is walked entry by entry, and the bulk read gives the walk's result."""
-    from perfreport.ncu.rep_bulk import read_runs
-    from perfreport.ncu.rep_proto import iter_fields
+    from perfreport.ncu.rep.bulk import read_runs
+    from perfreport.ncu.rep.proto import iter_fields
 
     data = bytearray(gzip.decompress(MANY.read_bytes()))
     wanted = rep._wanted()
@@ -208,7 +211,7 @@ def test_a_value_stored_another_way_in_one_launch_is_decoded_by_itself() -> None
     """Launch #4 stores one wanted double as a uint64 varint of the same length (same header bytes, so it still
     matches its kernel's template): the launches of that kernel no longer store every value alike, so each value
     is decoded by itself. Bulk and walk agree, and the launch holds the varint's value, not the double's."""
-    from perfreport.ncu.rep_bulk import _walk, read_runs, wanted_table
+    from perfreport.ncu.rep.bulk import _walk, read_runs, wanted_table
 
     data = bytearray(gzip.decompress(MANY.read_bytes()))
     wanted = rep._wanted()
@@ -312,7 +315,7 @@ def test_damaged_bytes_where_a_launch_is_checked_against_its_template(data: st.D
     """Bytes flipped where a later launch is compared with its kernel's first (its metric run, then its fields up
     to the first rule result: headers, values, varints, section identifiers): the bulk read gives exactly what
     the entry-by-entry walk gives, or both refuse the same way."""
-    from perfreport.ncu.rep_bulk import read_runs
+    from perfreport.ncu.rep.bulk import read_runs
 
     raw = bytearray(_MANY_RAW)
     wanted = rep._wanted()
@@ -375,7 +378,7 @@ def test_a_refused_report_can_be_rewritten_at_once(tmp_path: Path) -> None:
     does, never races a background read of the mapped file (the suite died of SIGBUS once when it did)."""
     from conftest import ONE_CELL_CONFIG
 
-    from perfreport.importer import import_ncu
+    from perfreport.ncu.importer import import_ncu
 
     camp = tmp_path / "camp"
     camp.mkdir()

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from perfreport.atomic import sha256_file
-from perfreport.bundle import bundle_init
+from perfreport.bundle.layout import bundle_init
 from perfreport.errors import InputError
-from perfreport.gather import _bundle_rows
+from perfreport.files import sha256_file
 from perfreport.timeshare.step_budget import GPU_CATS, step_budget
+from perfreport.warehouse.gather import _bundle_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "campaigns" / "h200-decoder-layer" / "captures"

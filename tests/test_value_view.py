@@ -12,13 +12,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from perfreport.campaign import load_campaign
-from perfreport.cli import cli
+from perfreport.cli.main import cli
+from perfreport.config.campaign import load_campaign
 from perfreport.errors import ConfigError
-from perfreport.gather import gather
-from perfreport.levers import LeverSpec, load_levers, load_schema, rank_frontier, value_lever
-from perfreport.render import report_render
-from perfreport.value_view import HEADING, build_view, replace_section, update_handoff, value_view
+from perfreport.frontier.levers import LeverSpec, load_levers, load_schema, rank_frontier, value_lever
+from perfreport.frontier.value_view import HEADING, build_view, replace_section, update_handoff, value_view
+from perfreport.site.render import report_render
+from perfreport.warehouse.gather import gather
 
 DECODE, PREFILL = "decode-b16-kv2048", "prefill-b8-s1024"
 EXAMPLE_ORDER = ["fp8-gemm-prefill", "fp8-gemm-decode", "fp8-kv-decode-attention", "fuse-rmsnorm-residual-decode",
@@ -241,7 +241,8 @@ def test_json_output_matches_its_schema(example_campaign: Path) -> None:
     code, out = run("value-view", "--campaign", str(example_campaign), "--json")
     assert code == 0, out
     doc = json.loads(out)
-    schema = json.loads((Path(__file__).parents[1] / "perfreport" / "data" / "value_view.schema.json").read_text())
+    schemas = Path(__file__).parents[1] / "perfreport" / "config" / "schemas"
+    schema = json.loads((schemas / "value_view.schema.json").read_text())
     jsonschema.validate(doc, schema)
     assert doc["schema_version"] == 1 and [r["id"] for r in doc["levers"]] == EXAMPLE_ORDER
     assert [r["rank"] for r in doc["levers"]] == list(range(1, 9))

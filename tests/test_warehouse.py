@@ -10,11 +10,11 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from perfreport.atomic import write_json_atomic
-from perfreport.cli import cli
+from perfreport.cli.main import cli
 from perfreport.errors import InputError, PerfReportError
-from perfreport.importer import import_ncu
-from perfreport.warehouse import TABLES, open_campaign, query
+from perfreport.files import write_json_atomic
+from perfreport.ncu.importer import import_ncu
+from perfreport.warehouse.db import TABLES, open_campaign, query
 
 TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"

@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from perfreport.atomic import write_text_atomic
 from perfreport.errors import InputError
+from perfreport.files import write_text_atomic
 
 FIXED = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
          "Grid Size", "Device", "CC")
@@ -86,7 +86,7 @@ def raw_page(report: Path) -> str:
 
 def sol_page(report: Path) -> str:
     """The SpeedOfLight section as a details page: one row per header metric, labelled as ncu labels it."""
-    from perfreport.ncu.csv_details import details_labels, metric_key
+    from perfreport.ncu.csv.details import details_labels, metric_key
 
     def label_for(section: str, metric: str, cc: str) -> str | None:
         labels = [lab for (sec, lab) in details_labels() if sec == section]

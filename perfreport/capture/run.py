@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfreport.atomic import sha256_file
+from perfreport.bundle import PROFILES_DIR, capture_files
 from perfreport.capture.run_record import (
     Step,
-    capture_files,
     cleanup_entry,
     exports_for,
     iso,
@@ -36,14 +35,14 @@ from perfreport.capture.run_record import (
 )
 from perfreport.capture.session import NcuSession, ProfEvent
 from perfreport.errors import InputError, PerfReportError
+from perfreport.files import sha256_file
 from perfreport.ids import check_id
+from perfreport.progress import Progress
 
-PROFILES_DIR = "ncu-profiles"  # = perfreport.bundle.PROFILES_DIR; bundle.py needs jsonschema, absent on GPU hosts
 MODES = ("launch-and-attach", "attach")
 # ncu's exit status of a good capture: 0 (it ended by itself), or ended by our SIGINT after the kernels: Popen's
 # -2 (the H200's ncu 2025.3.1 dies by the signal after writing the report) or 130 (the same seen through a shell).
 ENDED_OK = (0, 130, -2)
-Progress = Callable[[str], None]
 
 
 class CaptureRunError(PerfReportError):
@@ -289,7 +288,7 @@ def _export_through_ncu_report(report: Path, raw: Path, sol: Path, steps: list[S
 
 def _diagnose(log: Path, ok: bool, rc: int | None, profiled: list[str], report: Path | None,
               pattern: str | None) -> list[dict[str, Any]]:
-    from perfreport.capture.diagnose import diagnose_text
+    from perfreport.capture.diagnose.log import diagnose_text
 
     text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
     found = [{"code": d.code, "message": d.message} for d in diagnose_text(text, pattern)]
@@ -330,7 +329,7 @@ def _timeline(session: NcuSession) -> dict[str, float | None]:
 
 def _import_after(campaign: Path, spec: Any, outputs: list[Path], steps: list[Step], say: Progress) -> Any:
     """import_ncu one file of this capture (the raw CSV, else the report): the bundle holds it in 2-3 formats."""
-    from perfreport.importer import import_ncu
+    from perfreport.ncu.importer import import_ncu
 
     raw = [p for p in outputs if p.name.endswith("-raw.csv")]
     rep = [p for p in outputs if p.name.endswith(".ncu-rep")]

@@ -31,16 +31,6 @@ class Step:
         return out
 
 
-# The files one capture NAME leaves in ncu-profiles/ (capture run, capture k8s run; bundle import reads them).
-CAPTURE_FILES = {"report": ".ncu-rep", "raw": "-raw.csv", "sol": "-sol.csv", "log": ".ncu-output.txt",
-                 "receipt": ".receipt.json"}
-
-
-def capture_files(folder: Path, name: str) -> dict[str, Path]:
-    """Paths of capture NAME's report, raw and SpeedOfLight CSVs, ncu output and receipt in folder."""
-    return {kind: folder / f"{name}{suffix}" for kind, suffix in CAPTURE_FILES.items()}
-
-
 def iso(t: float) -> str:
     """Wall-clock seconds -> ISO 8601 UTC with milliseconds and a Z."""
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -117,7 +107,7 @@ def receipt_fields(plan: Any, *, mode: str, versions: dict[str, str | None], dep
                    outputs: list[dict[str, Any]], diagnosis: list[dict[str, Any]], steps: list[Step],
                    cleanup: list[dict[str, Any]]) -> dict[str, Any]:
     """The capture receipt (capture_receipt/1) of one run, built through receipt.new_receipt."""
-    from perfreport.capture.receipt import new_receipt
+    from perfreport.bundle.receipt import new_receipt
 
     spec = plan.spec
     return new_receipt(
@@ -136,6 +126,6 @@ def receipt_fields(plan: Any, *, mode: str, versions: dict[str, str | None], dep
 
 def save_receipt(path: Path, receipt: Any) -> None:
     """Write the receipt atomically (receipt.write_receipt)."""
-    from perfreport.capture.receipt import write_receipt
+    from perfreport.bundle.receipt import write_receipt
 
     write_receipt(path, receipt)

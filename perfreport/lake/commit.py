@@ -32,7 +32,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from perfreport.errors import PerfReportError, PublishConflictError
-from perfreport.lake.catalog import NAMESPACE, SNAPSHOT_RETENTION, TABLES, load_tables
+from perfreport.lake.iceberg import NAMESPACE, SNAPSHOT_RETENTION, TABLES, load_tables
 
 MARK = "perfreport.publish"
 COMMIT_ATTEMPTS = 20  # a trial lost 13/100 commits with 4 retries under 4 writers, none with 20

@@ -8,24 +8,23 @@ problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfreport.campaign import CONTEXT_FIELDS, Campaign, Cell, load_campaign, missing_context_fields
-from perfreport.cells import FILE_NAME, read_cell
-from perfreport.errors import ConfigError, PerfReportError
-from perfreport.krhpa import SIDES, block_problems, krhpa_verdict
-
-PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
-# Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
-ZERO_IMPOSSIBLE = frozenset(
-    name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
-    if check(0) is not None and check(1) is None
+from perfreport.config.campaign import (
+    CONTEXT_FIELDS,
+    Campaign,
+    Cell,
+    context_value_problem,
+    load_campaign,
+    missing_context_fields,
 )
+from perfreport.errors import ConfigError, PerfReportError
+from perfreport.frontier.krhpa import krhpa_problems
+from perfreport.ncu.cells import FILE_NAME, read_cell
+
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
-KRHPA_RIGOR = "L4"  # the sol_rigor whose roofline claims need a krhpa block
 
 
 class GateError(ConfigError):
@@ -66,20 +65,6 @@ class CellCheck:
         return out + self.campaign_problems
 
 
-def _value_problem(name: str, value: Any) -> str | None:
-    if value is None:
-        return "missing"
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return "empty"
-        if text.lower() in PLACEHOLDERS:
-            return f"placeholder {value!r}; write the real value"
-    if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
-        return f"{value!r} is impossible here (expected > 0); write the real value"
-    return None
-
-
 def _context_problems(prefix: str, ctx: dict[str, Any]) -> list[str]:
     missing = set(missing_context_fields(ctx))
     problems = []
@@ -87,7 +72,7 @@ def _context_problems(prefix: str, ctx: dict[str, Any]) -> list[str]:
         values = ctx.get(section) or {}
         for name in fields:
             path = f"{section}.{name}"
-            why = "missing" if path in missing else _value_problem(name, values.get(name))
+            why = "missing" if path in missing else context_value_problem(name, values.get(name))
             if why:
                 problems.append(f"{prefix}.context.{path}: {why}")
     return problems
@@ -119,7 +104,7 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None
             if not k.get("sol_ceiling_key"):
                 problems.append(f"{kpath}.sol_ceiling_key: missing; a %SoL needs the ceiling it divides by")
             for name in ("sol_rigor", "trials"):
-                if _value_problem(name, grounding.get(name)):
+                if context_value_problem(name, grounding.get(name)):
                     problems.append(f"{kpath}.{name}: missing; a published %SoL needs "
                                     f"context.grounding.{name}")
         if problems:
@@ -139,33 +124,6 @@ def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
     else:
         _kernel_problems(check, prefix, check.ncu)
     return check
-
-
-def krhpa_problems(campaign: Campaign) -> list[str]:
-    """Return the krhpa block's problems: required at sol_rigor L4, and well-formed wherever it is given."""
-    block = campaign.krhpa
-    if block is None:
-        if campaign.sol_rigor != KRHPA_RIGOR:
-            return []
-        return [f"krhpa: missing; sol_rigor {KRHPA_RIGOR} renders an {KRHPA_RIGOR} ncu roofline, whose speedup "
-                f"claims need the rubric: add `krhpa: {{candidate: {{name: ..., K: 1..4, R: 1..4, H: 1..4, "
-                f"P: 1..4, A: 1..4}}, baseline: {{...}}, speedup: ...}}` to config.yaml (docs/frontier.md)"]
-    problems = block_problems(block)
-    for side in SIDES:
-        node = block.get(side)
-        name = node.get("name") if isinstance(node, Mapping) else None
-        if isinstance(name, str) and name.strip() and (why := _value_problem("name", name)):
-            problems.append(f"krhpa.{side}.name: {why}")
-    return problems
-
-
-def krhpa_label(campaign: Campaign) -> tuple[str | None, list[str]]:
-    """Return the lake's krhpa label and reasons: krhpa_verdict, a DRAFT whenever the gate found a problem."""
-    label, reasons = krhpa_verdict(campaign.krhpa)
-    problems = krhpa_problems(campaign)
-    if label == "VERDICT" and problems:
-        return "DRAFT", [f"the krhpa block has {len(problems)} problem(s): " + "; ".join(problems)]
-    return label, reasons
 
 
 def check_campaign(campaign: Campaign, cell_ids: list[str] | None = None) -> list[CellCheck]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.errors import PerfReportError
-from perfreport.lake.catalog import NAMESPACE, load_tables, open_lake
+from perfreport.lake.iceberg import NAMESPACE, load_tables, open_lake
 from perfreport.lake.rows import SCHEMAS
 
 COUNTS = ("added-records", "deleted-records", "total-records", "added-data-files", "deleted-data-files")

@@ -13,7 +13,7 @@ import duckdb
 
 from perfreport.errors import PerfReportError
 from perfreport.lake.history import open_lake, table_names, tables_as_of
-from perfreport.warehouse import QueryResult, run_sql
+from perfreport.warehouse.db import QueryResult, run_sql
 
 FORMATS = ("table", "csv", "json")
 

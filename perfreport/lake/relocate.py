@@ -19,8 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from perfreport.errors import PerfReportError
-
-WAREHOUSE_TABLES = "/warehouse/perfreport/"
+from perfreport.lake.iceberg import catalog_rows, moved_from
 
 
 @dataclass
@@ -59,37 +58,6 @@ class _Mover:
         if isinstance(doc, dict):
             return {k: self.deep(v) for k, v in doc.items()}
         return doc
-
-
-def _catalog_rows(catalog: Any) -> list[Any]:
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from perfreport.lake.catalog import NAMESPACE
-
-    with Session(catalog.engine) as session:
-        return list(session.scalars(select(IcebergTables).where(
-            IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == NAMESPACE)).all())
-
-
-def _root_of(location: str) -> str:
-    """Return the lake folder a metadata location lives under (…/<lake>/warehouse/perfreport/<table>/…)."""
-    path = unquote(urlparse(location).path) if location.startswith("file:") else location
-    if WAREHOUSE_TABLES not in path:
-        raise PerfReportError(f"metadata location {location!r} is not under <lake>{WAREHOUSE_TABLES}; pass the old "
-                              f"lake folder with --from.")
-    return path[:path.rindex(WAREHOUSE_TABLES)]
-
-
-def moved_from(lake: Path, catalog: Any) -> str | None:
-    """Return the old lake folder the catalog still points at, or None when the lake is at its place."""
-    roots = {_root_of(row.metadata_location) for row in _catalog_rows(catalog) if row.metadata_location}
-    roots.discard(str(lake))
-    if len(roots) > 1:
-        raise PerfReportError(f"lake {str(lake)!r}: tables point at several old folders ({', '.join(sorted(roots))});"
-                              f" relocate once per folder with --from OLD.")
-    return roots.pop() if roots else None
 
 
 def _rewrite_manifest(io: Any, meta: Any, manifest: Any, move: _Mover, out: str, compression: Any) -> Any:
@@ -169,7 +137,7 @@ def lake_relocate(lake: str | Path, old: str | None = None) -> RelocateResult:
     from sqlalchemy import update
     from sqlalchemy.orm import Session
 
-    from perfreport.lake.catalog import NAMESPACE, open_catalog, resolve_lake
+    from perfreport.lake.iceberg import NAMESPACE, open_catalog, resolve_lake
 
     where = resolve_lake(lake)
     if isinstance(where, str) or not (where / "catalog.db").is_file():
@@ -181,7 +149,7 @@ def lake_relocate(lake: str | Path, old: str | None = None) -> RelocateResult:
     if source is None:
         return result
     move = _Mover(source, where)
-    rows = _catalog_rows(catalog)
+    rows = catalog_rows(catalog)
     if not any(move(r.metadata_location) != r.metadata_location for r in rows):
         raise PerfReportError(f"lake relocate --from {source}: no table of {where} points under that folder; "
                               f"leave --from out to detect it.")

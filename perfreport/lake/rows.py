@@ -14,8 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfreport.campaign import CONTEXT_FIELDS, Campaign
-from perfreport.lake.gate import CellCheck, krhpa_label
+from perfreport.config.campaign import CONTEXT_FIELDS, Campaign
+from perfreport.frontier.krhpa import krhpa_label
+from perfreport.lake.gate import CellCheck
 
 BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
 FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
@@ -34,7 +35,7 @@ def _descriptor_type(name: str) -> pa.DataType:
 DESCRIPTOR = [(name, _descriptor_type(name)) for fields in CONTEXT_FIELDS.values() for name in fields]
 KEYS = [pa.field("campaign", pa.string(), nullable=False), pa.field("cell_id", pa.string(), nullable=False)]
 GATE = [("context_complete", pa.bool_()), ("problems", pa.list_(pa.string())), ("publication_id", pa.string())]
-# The campaign's candidate-vs-baseline label (DRAFT | VERDICT | null) from its krhpa block (perfreport/krhpa.py).
+# The campaign's candidate-vs-baseline label (DRAFT | VERDICT | null) from its krhpa block (frontier/krhpa.py).
 KRHPA = [("krhpa_label", pa.string())]
 
 KERNEL_MEASURES: list[tuple[str, pa.DataType]] = [

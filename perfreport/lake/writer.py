@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfreport.campaign import load_campaign
-from perfreport.lake.catalog import Lake, open_catalog, resolve_lake
+from perfreport.config.campaign import load_campaign
 from perfreport.lake.commit import Publish, commit_publish
 from perfreport.lake.gate import CellCheck, GateError, check_campaign
+from perfreport.lake.iceberg import Lake, open_catalog, resolve_lake
 from perfreport.lake.rows import Rows, build_rows, publication_row, to_arrow
 
 

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfreport.errors import InputError
 from perfreport.ncu.model import Capture
+from perfreport.progress import Progress
 
 if TYPE_CHECKING:
-    from perfreport.ncu.rep import FileHash
+    from perfreport.ncu.rep.reader import FileHash
 
 REP_SUFFIXES = (".ncu-rep", ".ncu-rep.gz", ".ncu-repz")
 CSV_SUFFIXES = (".csv", ".log", ".txt", ".csv.gz", ".log.gz", ".txt.gz")  # gzip: the strict reader
 
 
-Progress = Callable[[str], None]
 
 
 def is_report(path: Path) -> bool:
@@ -40,15 +39,15 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
         raise InputError(f"capture '{path}': is a folder without ncu-profiles/; expected a file or a bundle.")
     report = is_report(path)
     if not report and path.name.lower().endswith(CSV_SUFFIXES):
-        from perfreport.ncu.catalog import load_catalog
-        from perfreport.ncu.csv_read import read_csv_export
+        from perfreport.ncu.catalog.metrics import load_catalog
+        from perfreport.ncu.csv.read import read_csv_export
 
         return read_csv_export(path, frozenset(load_catalog().needed()))
     if not report:
         with path.open("rb") as fh:
             report = fh.read(4) == b"NVR\x00"  # a report by its first bytes, whatever its name
     if report:
-        from perfreport.ncu.rep import read_rep
+        from perfreport.ncu.rep.reader import read_rep
 
         return read_rep(path, progress, rep_reader, digest, rules)
     raise InputError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfreport.campaign import Campaign, Cell, load_campaign
+from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.errors import InputError
 from perfreport.ids import check_id
 from perfreport.timeshare import store

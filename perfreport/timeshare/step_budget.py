@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfreport.atomic import sha256_file
 from perfreport.errors import InputError
+from perfreport.files import sha256_file
 from perfreport.timeshare.torch_trace import load_events
 
 DEFAULT_STEP_RE = r"^ProfilerStep#\d+$"
@@ -101,7 +101,7 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
 
 def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_STEP_RE) -> tuple[Path, StepBudget]:
     """Write the trace's step budget into the bundle's inference_perfbench_v1.json (other fields untouched)."""
-    from perfreport.bundle import write_bundle_fields
+    from perfreport.bundle.layout import write_bundle_fields
 
     budget = step_budget(path, step_regex)
     source = {"file": Path(path).name, "sha256": sha256_file(Path(path)), "format": "torch-trace",

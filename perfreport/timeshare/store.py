@@ -9,9 +9,9 @@ from typing import Any
 
 import jsonschema
 
-from perfreport.atomic import write_json_atomic
 from perfreport.errors import InputError
-from perfreport.kernel_identity import normalize
+from perfreport.files import write_json_atomic
+from perfreport.ncu.kernel_identity import normalize
 from perfreport.timeshare.model import Parsed
 
 SCHEMA_VERSION = 1
@@ -19,8 +19,8 @@ FILES = {"kernel_times": "kernel_times.json", "kernel_samples": "kernel_samples.
 
 
 def load_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema shipped in perfreport/data/ for kind ("kernel_times" or "kernel_samples")."""
-    text = resources.files("perfreport").joinpath(f"data/{kind}.schema.json").read_text(encoding="utf-8")
+    """The JSON Schema shipped in perfreport/config/schemas/ for kind ("kernel_times" or "kernel_samples")."""
+    text = resources.files("perfreport.config").joinpath(f"schemas/{kind}.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -1,0 +1,390 @@
+"""Thin click layer: each verb parses options, calls ONE library function, prints a summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from perfreport import __version__
+
+
+class AliasedGroup(click.Group):
+    """Accept dashed spellings of underscore verbs (``import-ncu`` for ``import_ncu``)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or super().get_command(ctx, cmd_name.replace("-", "_"))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        _, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd else None), cmd, rest
+
+
+@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perftunereport")
+def cli() -> None:
+    """perftunereport: per-kernel GPU hardware-counter evidence, from ncu capture to a data lake.
+
+    \b
+    Example:
+      perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
+          --cell-id prefill-t8192 --bundle capture.ncu-rep
+    """
+
+
+@cli.command(name="import_ncu")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder holding config.yaml. Example: campaigns/h200-decoder-layer")
+@click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: prefill-t8192")
+@click.option("--bundle", "bundle_path", required=True, type=click.Path(path_type=Path),
+              help="A .ncu-rep (or .ncu-rep.gz), an ncu CSV (--page raw or --page details), or an "
+                   "evidence-bundle folder with ncu-profiles/. Example: --bundle gemm_full.ncu-rep")
+@click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written ncu_kernels.json path and summary as JSON.")
+@click.option("--rep-reader", type=click.Choice(["auto", "ncu_report"]), default="auto", show_default=True,
+              envvar="PERFREPORT_REP_READER",
+              help="How a .ncu-rep is read: auto reads the report's bytes directly (held equal to ncu_report by "
+                   "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
+                   "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
+def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool,
+                   rep_reader: str) -> None:
+    """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
+
+    \b
+    Example:
+      perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
+          --cell-id decode-b16 --bundle tests/data/h200_oracle/oracle_full.ncu-rep.gz
+    """
+    from perfreport.cli.printing import print_import_summary
+    from perfreport.ncu.importer import import_ncu
+
+    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
+                        rep_reader=rep_reader)
+    print_import_summary(result, as_json=as_json)
+
+
+def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
+    fn = click.option("--cell-id", required=True, help="Cell id from config.yaml. Example: decode-b16-kv2048")(fn)
+    fn = click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+                      help="Campaign folder. Example: campaigns/h200-decoder-layer")(fn)
+    return fn
+
+
+@cli.command(name="import_nsys")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import kernel durations from nsys into cells/<id>/kernel_times.json.
+
+    PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
+    `nsys export --type sqlite` file. Example:
+    perftunereport import_nsys --campaign campaigns/x --cell-id c1 report_cuda_gpu_kern_sum.csv
+    """
+    from perfreport.cli.printing import print_timeshare_summary
+    from perfreport.timeshare import import_nsys
+
+    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path))
+
+
+@cli.command(name="import_torch_trace")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
+
+    Example: perftunereport import_torch_trace --campaign campaigns/x --cell-id c1 trace.json.gz
+    """
+    from perfreport.cli.printing import print_timeshare_summary
+    from perfreport.timeshare import import_torch_trace
+
+    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path))
+
+
+@cli.command(name="import_samples")
+@_timeshare_options
+@click.argument("path", type=click.Path(path_type=Path))
+def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+    """Import per-kernel sample counts of a continuous profiler (CSV or JSON: kernel, samples[, share]).
+
+    Example: perftunereport import_samples --campaign campaigns/x --cell-id c1 zymtrace_kernels.csv
+    """
+    from perfreport.cli.printing import print_timeshare_summary
+    from perfreport.timeshare import import_samples
+
+    print_timeshare_summary(import_samples(campaign_dir, cell_id, path))
+
+
+@cli.command(name="import_step_budget")
+@click.option("--bundle", "bundle_dir", required=True, type=click.Path(path_type=Path),
+              help="Evidence bundle whose inference_perfbench_v1.json gets `step_budget` (page 3). "
+                   "Example: experiments/artifacts/inference-perf-bench/h200-decode")
+@click.option("--step-regex", default=r"^ProfilerStep#\d+$", show_default=True,
+              help="user_annotation names that mark one step (without any: steps between cuda*Synchronize calls).")
+@click.argument("path", type=click.Path(path_type=Path))
+def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> None:
+    """GPU-busy vs host gap per step, from a PyTorch profiler trace, into the bundle (page 3 of the site).
+
+    \b
+    Example:
+      perftunereport import_step_budget --bundle B decode_trace.json.gz
+    """
+    from perfreport.timeshare.step_budget import import_step_budget
+
+    target, budget = import_step_budget(bundle_dir, path, step_regex)
+    busy = sum(s["gpu_busy_ms"] for s in budget.steps)
+    gap = sum(s["host_gap_ms"] for s in budget.steps)
+    share = 100.0 * gap / (busy + gap) if busy + gap > 0 else 0.0
+    click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
+               f"({share:.1f}% host); wrote step_budget into {target}")
+
+
+@cli.command(name="query")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder whose cells are loaded into DuckDB.")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON objects.")
+@click.argument("sql")
+def query_cmd(campaign_dir: Path, as_json: bool, sql: str) -> None:
+    """Run SQL over a campaign's tables and views (ncu_kernels, kernel_times, kernel_samples, kernel_join).
+
+    Example: perftunereport query --campaign campaigns/h200-decoder-layer
+    "SELECT cell_id, function, amdahl_bound_pct FROM kernel_join ORDER BY 3 DESC LIMIT 5"
+    """
+    from perfreport.cli.printing import print_query_result
+    from perfreport.warehouse.db import query
+
+    print_query_result(query(campaign_dir, sql), as_json=as_json)
+
+
+@cli.command(name="report_render")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder to render. Example: campaigns/h200-decoder-layer")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
+              help="Site root; the campaign goes to <out>/<campaign>/ and <out>/index.html lists campaigns.")
+def report_render_cmd(campaign_dir: Path, out_dir: Path) -> None:
+    """Render the static offline campaign site (pages 01-07, per-cell pages, comparisons).
+
+    Example: perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
+    """
+    from perfreport.cli.printing import print_render_summary
+    from perfreport.site.render import report_render
+
+    print_render_summary(report_render(campaign_dir, out_dir))
+
+
+@cli.group()
+def campaign() -> None:
+    """Campaign folders: config.yaml with the measurement context and cells."""
+
+
+@campaign.command(name="init")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--id", "campaign_id", default=None, help="Campaign id (default: the folder name).")
+@click.option("--hardware", default="h200_sm90", show_default=True,
+              help="Ceiling token from sol-ceilings.yaml. Example: h100_sm90")
+def campaign_init_cmd(directory: Path, campaign_id: str | None, hardware: str) -> None:
+    """Scaffold DIRECTORY/config.yaml. Example: perftunereport campaign init campaigns/my-run"""
+    from perfreport.config.campaign import campaign_init
+
+    path = campaign_init(directory, campaign_id=campaign_id, hardware=hardware)
+    click.echo(f"wrote {path}")
+
+
+@campaign.command(name="validate")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--strict", is_flag=True, help="Unknown keys become errors.")
+def campaign_validate_cmd(directory: Path, strict: bool) -> None:
+    """Validate DIRECTORY/config.yaml as a whole file. Example: perftunereport campaign validate campaigns/x"""
+    from perfreport.config.campaign import load_campaign
+
+    cfg = load_campaign(directory, strict=strict)
+    for w in cfg.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(f"{directory}/config.yaml: ok ({len(cfg.cells)} cells, hardware {cfg.hardware})")
+
+
+@cli.group()
+def bundle() -> None:
+    """Evidence bundles under experiments/artifacts/inference-perf-bench/<id>/."""
+
+
+@bundle.command(name="init")
+@click.option("--id", "bundle_id", required=True, help="Bundle id. Example: 2026-12-02-h200-llama8b-decode")
+@click.option("--root", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Folder under which experiments/artifacts/inference-perf-bench/ is created.")
+def bundle_init_cmd(bundle_id: str, root: Path) -> None:
+    """Scaffold an evidence bundle. Example: perftunereport bundle init --id h200-decode-bs16"""
+    from perfreport.bundle.layout import bundle_init
+
+    path = bundle_init(root, bundle_id)
+    click.echo(f"created {path}")
+
+
+@cli.command(name="demo")
+@click.option("--campaign", "campaign_dir", type=click.Path(path_type=Path),
+              default=Path("campaigns/h200-decoder-layer"), show_default=True,
+              help="Campaign whose cells list their captures under `captures:`.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
+              help="Site root for the rendered campaign.")
+def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
+    """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
+    from perfreport.cli.printing import print_import_summary, print_render_summary, print_timeshare_summary
+    from perfreport.ncu.importer import ImportResult, import_campaign
+    from perfreport.site.render import report_render
+
+    for result in import_campaign(campaign_dir):
+        if isinstance(result, ImportResult):
+            print_import_summary(result, as_json=False)
+        else:
+            print_timeshare_summary(result)
+    print_render_summary(report_render(campaign_dir, out_dir))
+
+
+@cli.command(name="value_view")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder holding config.yaml and levers.yaml. Example: campaigns/h200-decoder-layer")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked frontier as JSON "
+                                                      "(perfreport/config/schemas/value_view.schema.json).")
+@click.option("--handoff", "handoff", type=click.Path(path_type=Path), default=None,
+              help="Rewrite only the `## Frontier` section of this HANDOFF.md (created when absent). "
+                   "Example: --handoff experiments/artifacts/inference-perf-bench/h200-decode/HANDOFF.md")
+@click.option("--strict", is_flag=True, help="Unknown keys in config.yaml or levers.yaml become errors.")
+def value_view_cmd(campaign_dir: Path, as_json: bool, handoff: Path | None, strict: bool) -> None:
+    """Rank the campaign's levers.yaml by value x cost (bounded by Amdahl) and name the next lever and its gate.
+
+    \b
+    Example:
+      perftunereport value_view --campaign campaigns/h200-decoder-layer --handoff HANDOFF.md
+    """
+    from perfreport.cli.printing import print_value_view
+    from perfreport.frontier.value_view import update_handoff, value_view
+
+    view = value_view(campaign_dir, strict=strict)
+    if handoff is not None:
+        click.echo(f"updated the Frontier section of {update_handoff(handoff, view)}", err=True)
+    print_value_view(view, as_json=as_json)
+
+
+@cli.command(name="publish_to_lake")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder whose imported cells are published. Example: campaigns/h200-decoder-layer")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder (catalog.db + warehouse/), or catalog:NAME for a pyiceberg catalog configured in "
+                   ".pyiceberg.yaml or PYICEBERG_CATALOG__NAME__* (REST, SQL on PostgreSQL); env PERFREPORT_LAKE, "
+                   "default ./lake. Example: --lake lake")
+@click.option("--strict", is_flag=True, help="Any gate problem (missing context, unmeasured %SoL, a missing or "
+                                             "malformed krhpa block) fails; nothing is written.")
+@click.option("--dry-run", is_flag=True, help="Run the gate and print what would be written; write nothing.")
+@click.option("--who", default=None, help="Publisher recorded in the ledger (default: env USER). Example: --who ana")
+@click.option("--cell-id", "cell_ids", multiple=True,
+              help="Publish only this cell (repeatable; default: every cell). Example: --cell-id decode-b16-kv2048")
+def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_run: bool, who: str | None,
+                        cell_ids: tuple[str, ...]) -> None:
+    """Publish a campaign's kernels, cells and captures to the Iceberg lake (one commit per table).
+
+    \b
+    Example:
+      perftunereport publish_to_lake --campaign campaigns/h200-decoder-layer --lake lake --dry-run
+    """
+    from perfreport.lake.writer import publish_summary, publish_to_lake
+
+    click.echo(publish_summary(publish_to_lake(campaign_dir, lake=lake, strict=strict, dry_run=dry_run, who=who,
+                                               cell_ids=list(cell_ids) or None)))
+
+
+@cli.group(name="lake")
+def lake_group() -> None:
+    """The Iceberg lake written by publish_to_lake (docs/lake.md)."""
+
+
+@lake_group.command(name="query")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="Output format. Example: --format csv")
+@click.option("--snapshot", type=int, default=None,
+              help="Read the tables as of this snapshot id (see `lake history`). Example: --snapshot 74478703265")
+@click.argument("sql")
+def lake_query_cmd(lake: str | None, fmt: str, snapshot: int | None, sql: str) -> None:
+    """Run DuckDB SQL over the lake tables kernels, cells, captures, publications (current snapshots).
+
+    Example: perftunereport lake query --lake lake
+    "SELECT cell_id, kernel_id, sol_pct FROM kernels WHERE family = 'gemm' ORDER BY sol_pct DESC"
+    """
+    from perfreport.cli.printing import print_query_result
+    from perfreport.lake.query import lake_query, to_csv, to_json
+
+    result = lake_query(lake, sql, snapshot=snapshot)
+    if fmt == "table":
+        print_query_result(result, as_json=False)
+    else:
+        click.echo(to_csv(result) if fmt == "csv" else to_json(result), nl=fmt == "json")
+
+
+@lake_group.command(name="history")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--table", default="kernels", show_default=True, help="Lake table. Example: --table cells")
+def lake_history_cmd(lake: str | None, table: str) -> None:
+    """List a table's commits (snapshot, parent, time, operation, record counts), oldest first.
+
+    Example: perftunereport lake history --lake lake --table kernels
+    """
+    from perfreport.lake.history import history_summary, lake_history
+
+    click.echo(history_summary(lake_history(lake, table)))
+
+
+@lake_group.command(name="compare")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--metric", required=True, help="Numeric kernels column. Example: --metric sol_pct")
+@click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
+@click.option("--vary", default="concurrency", show_default=True,
+              help="The one descriptor field allowed to differ. Example: --vary workload.concurrency")
+def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str) -> None:
+    """Compare a metric per kernel function across cells that differ only in --vary.
+
+    Example: perftunereport lake compare --lake lake --metric sol_pct --vary concurrency
+    """
+    from perfreport.cli.printing import print_query_result
+    from perfreport.lake.compare import compare_summary, lake_compare
+    from perfreport.warehouse.db import QueryResult
+
+    result = lake_compare(lake, metric, campaign=campaign, vary=vary)
+    for title, columns, rows in compare_summary(result):
+        click.echo(title)
+        print_query_result(QueryResult(columns, rows), as_json=False)
+    for line in result.not_comparable:
+        click.echo(f"not comparable: {line}")
+
+
+def _register_capture() -> None:
+    from perfreport.cli.capture import capture_group, harness_cmd
+
+    cli.add_command(capture_group)
+    cli.add_command(harness_cmd)
+
+
+_register_capture()
+
+
+@lake_group.command(name="relocate")
+@click.option("--lake", required=True, help="The lake folder at its NEW place. Example: --lake /data/lakes/h200")
+@click.option("--from", "old", default=None,
+              help="The folder the lake was moved from (default: read from catalog.db). Example: --from /old/lake")
+def lake_relocate_cmd(lake: str, old: str | None) -> None:
+    """Rewrite the lake's absolute Iceberg paths after its folder was moved or copied (docs/lake.md).
+
+    Example: cp -r lake /data/lakes/h200 && perftunereport lake relocate --lake /data/lakes/h200
+    """
+    from perfreport.lake.relocate import lake_relocate, relocate_summary
+
+    click.echo(relocate_summary(lake_relocate(lake, old)))
+
+
+def main() -> None:
+    """Entry point for `python -m perfreport`."""
+    cli()

@@ -1,0 +1,208 @@
+"""All terminal printing of the CLI: the tables after an import, a query, a render and the value view."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from perfreport.frontier.value_view import ValueView
+    from perfreport.ncu.importer import ImportResult
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def _duration(ns: float | None) -> str:
+    if ns is None:
+        return "—"
+    return f"{ns / 1e6:.3f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} µs"
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
+    """Table cells per kernel: kernel, family, duration, AI, TFLOP/s, %SoL (key), occupancy, verdict."""
+    rows = []
+    for k in kernels:
+        sol = "—" if k["sol_pct"] is None else f"{k['sol_pct']:.1f}% ({k['sol_ceiling_key']})"
+        if k["sol_pct"] is None and k["sol_ceiling_key"]:
+            sol = f"— ({k['sol_ceiling_key']})"
+        occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
+        ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
+        times = f" ×{k['launches']}" if k["launches"] > 1 else ""
+        rows.append([
+            _short(k["function"], 44 - len(times)) + times,
+            k["family"], _duration(k["duration_ns"]), ai, _num(k["achieved_tflops"], ".1f"), sol, occ,
+            k["bound"],
+        ])
+    return rows
+
+
+def print_import_summary(result: ImportResult, as_json: bool, console: Console | None = None) -> None:
+    """Print what an import wrote: a rich table, or a JSON object for machines."""
+    if as_json:
+        print(json.dumps({
+            "path": str(result.path), "campaign": result.campaign, "cell_id": result.cell_id,
+            "sources": [s["id"] for s in result.sources], "kernels": len(result.kernels),
+            "warnings": result.warnings,
+        }, sort_keys=True))
+        return
+    console = console or Console(width=170)
+    srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
+    table = Table(title=f"{result.campaign} / {result.cell_id} ← {srcs}", title_justify="left")
+    for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
+                      ("TFLOP/s", "right"), ("%SoL (ceiling key)", "left"), ("occupancy ach/theo", "right"),
+                      ("verdict", "left")):
+        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for row in kernel_rows(result.kernels):
+        table.add_row(*row)
+    console.print(table)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    console.print(f"wrote {result.path}", highlight=False)
+
+
+if TYPE_CHECKING:
+    from perfreport.warehouse.db import QueryResult
+
+
+def _query_json_value(v: Any) -> Any:
+    """json.dumps fallback for DuckDB values: DECIMAL as float, dates ISO, bytes hex, anything else str."""
+    from decimal import Decimal
+
+    if isinstance(v, Decimal):
+        return float(v)
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, bytes | bytearray):
+        return v.hex()
+    return str(v)
+
+
+QUERY_CELL_WIDTH = 100  # longer text (demangled kernel names run to 2,000 characters) is cut in the table
+
+
+def _query_cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return format(v, ".6g")
+    return _short(str(v), QUERY_CELL_WIDTH)
+
+
+def print_query_result(result: QueryResult, as_json: bool, console: Console | None = None) -> None:
+    """Print query rows: a rich table (floats to 6 significant digits), or JSON objects with every digit."""
+    if as_json:
+        is_json = [t == "JSON" for t in (result.types or [""] * len(result.columns))]
+        rows = [{c: (json.loads(v) if j and isinstance(v, str) else v)
+                 for c, v, j in zip(result.columns, row, is_json, strict=True)} for row in result.rows]
+        print(json.dumps(rows, sort_keys=True, ensure_ascii=False, default=_query_json_value))
+        return
+    cells = [[_query_cell(v) for v in row] for row in result.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
+    console = console or Console(width=max(80, sum(widths) + 3 * len(widths) + 1))
+    if not result.columns:
+        console.print("(the statement returned no result set)", highlight=False)
+        return
+    table = Table(caption=f"{len(cells)} row(s); floats to 6 significant digits, text to {QUERY_CELL_WIDTH} "
+                          f"characters (--json prints every value in full)", caption_justify="left")
+    for i, col in enumerate(result.columns):
+        numeric = any(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in result.rows)
+        table.add_column(col, no_wrap=True, justify="right" if numeric else "left")
+    for row in cells:
+        table.add_row(*row)
+    console.print(table)
+
+
+if TYPE_CHECKING:
+    from perfreport.timeshare import TimeshareResult
+
+
+def print_timeshare_summary(result: TimeshareResult, console: Console | None = None) -> None:
+    """Print the kernels of a time-share import by share (desc): instances and total ms, or sample counts."""
+    from rich.text import Text
+
+    from perfreport.ncu.kernel_identity import simplify
+
+    console = console or Console(width=170)
+    srcs = ", ".join(f"{s['id']} [{s['format']}{', ' + s['report'] if s['report'] else ''}]" for s in result.sources)
+    console.print(Text(f"{result.campaign} / {result.cell_id} ← {srcs}"), soft_wrap=True)
+    table = Table()
+    times = result.kind == "kernel_times"
+    cols = ("kernel", "instances", "total ms", "share %") if times else ("kernel", "samples", "share %")
+    for i, col in enumerate(cols):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    rows = sorted(result.kernels, key=lambda k: (-k["share_pct"], k["name"]))
+    shared = {k["function"] for k in rows if sum(r["function"] == k["function"] for r in rows) > 1}
+    for k in rows:
+        label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 90)
+        nums = ([f"{k['instances']:,}", f"{k['total_ns'] / 1e6:,.3f}"] if times else [f"{k['samples']:,}"])
+        table.add_row(Text(label), *nums, f"{k['share_pct']:.2f}")
+    console.print(table)
+    for w in result.warnings:
+        console.print(Text.assemble(("warning: ", "yellow"), w))
+    console.print(Text(f"wrote {result.path}"))
+
+
+if TYPE_CHECKING:
+    from perfreport.site.render import RenderResult
+
+
+def print_render_summary(result: RenderResult, console: Console | None = None, max_rows: int = 30) -> None:
+    """Print what report_render wrote: each page with its size (cell pages summed past max_rows), the index."""
+    console = console or Console(width=120)
+    console.print(f"{result.campaign}: site written to {result.campaign_site}", highlight=False)
+    table = Table(show_header=True)
+    table.add_column("page", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    cells = [(p, n) for p, n in result.pages if p.name.startswith("cell-")]
+    fold = len(result.pages) > max_rows and len(cells) > 1
+    for path, size in result.pages:
+        if not (fold and path.name.startswith("cell-")):
+            table.add_row(path.name, f"{size / 1024:,.1f} KiB")
+    if fold:
+        big = max(cells, key=lambda c: (c[1], c[0].name))
+        table.add_row(f"cell-*.html x {len(cells)} (largest {big[0].name}, {big[1] / 1024:,.1f} KiB)",
+                      f"{sum(n for _, n in cells) / 1024:,.1f} KiB")
+    console.print(table)
+    total = sum(size for _, size in result.pages)
+    largest = max(result.pages, key=lambda p: (p[1], p[0].name))
+    console.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
+                  f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads, "
+                  f"{result.download_bytes / 1024:,.1f} KiB; plotly.js: {result.plotly_js}", highlight=False)
+    console.print(f"index: {result.index_path}", highlight=False)
+
+
+def print_value_view(view: ValueView, as_json: bool = False) -> None:
+    from perfreport.frontier.value_view import pct_text, view_json
+
+    """Print the frontier (a rich table, or JSON); the text always ends with the three closing lines."""
+    if as_json:
+        click.echo(json.dumps(view_json(view), sort_keys=True, ensure_ascii=False, indent=2))
+        return
+    for w in view.warnings:
+        click.echo(f"warning: {w}", err=True)
+    console = Console(width=170)
+    if not view.levers:
+        for line in view.final_lines():
+            click.echo(line)
+        return
+    table = Table(title=f"{view.campaign}: levers ranked by value x ease ({view.levers_path.name})",
+                  title_justify="left")
+    for col in ("#", "lever", "status", "kernel", "cell", "value", "bound", "cost", "score", "gate / why lost"):
+        table.add_column(col, justify="right" if col in ("#", "value", "bound", "score") else "left")
+    for i, v in enumerate(view.levers, start=1):
+        table.add_row(str(i), f"{v.spec.id}: {v.spec.lever}", v.spec.status, v.spec.kernel, v.cell_id or "—",
+                      pct_text(v.value_pct), pct_text(v.bound_pct), v.spec.cost,
+                      "—" if v.score is None else f"{v.score:.2f}", v.spec.why_lost or v.spec.gate)
+    console.print(table)
+    for line in view.final_lines():
+        click.echo(line)

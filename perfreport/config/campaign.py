@@ -1,0 +1,450 @@
+"""Campaign config: campaigns/<c>/config.yaml, validated as a whole file (every problem, with its path).
+
+The context descriptor is all-optional here (import works on a half-filled campaign); a later publish step
+asks ``missing_context_fields`` what is still empty. A null value means "not filled": it never overrides a
+campaign default in a cell's deep merge.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import yaml
+
+from perfreport.errors import ConfigError, IdError, InputError
+from perfreport.files import write_text_atomic
+from perfreport.ids import ID_PATTERN, check_id, is_valid_id
+
+SCHEMA_VERSION = 1
+CONFIG_NAME = "config.yaml"
+SOL_RIGOR_LEVELS = ("L1", "L2", "L3", "L4")
+ID_EXPECTED = f"an id matching {ID_PATTERN} (letters, digits, '.', '_', '-'; no '/')"
+
+# A check returns None when the value is fine, else what was expected (used in "expected X, got Y").
+Check = Callable[[Any], "str | None"]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _pos_int(v: Any) -> str | None:
+    return None if _is_int(v) and v >= 1 else "int >= 1"
+
+
+def _fraction(v: Any) -> str | None:
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
+    return None if ok else "float in (0, 1]"
+
+
+def _text(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "non-empty string"
+
+
+def _flag(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "true or false"
+
+
+def _one_of(*choices: str) -> Check:
+    def check(v: Any) -> str | None:
+        return None if isinstance(v, str) and v in choices else "one of " + ", ".join(choices)
+
+    return check
+
+
+CONTEXT_FIELDS: dict[str, dict[str, Check]] = {
+    "identity": {"model": _text, "hf_path": _text, "hardware": _text, "quant": _text,
+                 "kv_cache_dtype": _text},
+    "parallelism": {"tp": _pos_int, "dp": _pos_int, "pp": _pos_int, "ep": _pos_int, "strategy": _text},
+    "serving": {
+        "max_num_seqs": _pos_int, "max_num_batched_tokens": _pos_int, "gpu_memory_utilization": _fraction,
+        "max_model_len": _pos_int, "cudagraph_mode": _text, "enforce_eager": _flag,
+        "async_scheduling": _flag, "prefix_caching": _flag,
+    },
+    "workload": {"dataset": _text, "isl": _pos_int, "osl": _pos_int, "concurrency": _pos_int,
+                 "num_prompts": _pos_int},
+    "regime": {"cache": _one_of("warm", "cold"), "tier": _one_of("latency", "throughput")},
+    "stack": {"image": _text, "engine_commit": _text, "bench_backend": _text, "engine": _text},
+    "grounding": {"sol_rigor": _one_of(*SOL_RIGOR_LEVELS), "trials": _pos_int, "same_node": _flag,
+                  "baseline": _text},
+}
+TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
+            "krhpa")
+CELL_KEYS = ("id", "description", "captures", "timelines", "samples", "context")
+
+
+@dataclass
+class Cell:
+    """One measured configuration of a campaign; its context overrides the campaign defaults."""
+
+    id: str
+    description: str | None = None
+    captures: list[str] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    timelines: list[str] = field(default_factory=list)  # nsys / PyTorch-profiler kernel timelines
+    samples: list[str] = field(default_factory=list)  # continuous-profiler sample counts
+
+    def effective_context(self, campaign: Campaign) -> dict[str, Any]:
+        """Return the campaign context deep-merged with this cell's override (nulls never override)."""
+        return deep_merge(campaign.context, self.context)
+
+    def cell_dir(self, campaign: Campaign) -> Path:
+        """Return campaign_dir/cells/<id>, where this cell's outputs live."""
+        return campaign.dir / "cells" / self.id
+
+    def capture_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the captures resolved against the campaign folder (existence is checked on import)."""
+        return [(campaign.dir / c).resolve() for c in self.captures]
+
+    def timeline_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the timeline files (nsys, torch trace) resolved against the campaign folder."""
+        return [(campaign.dir / c).resolve() for c in self.timelines]
+
+    def sample_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the sample-count files resolved against the campaign folder."""
+        return [(campaign.dir / c).resolve() for c in self.samples]
+
+
+@dataclass
+class Campaign:
+    """A loaded, validated campaigns/<c>/config.yaml."""
+
+    id: str
+    hardware: str
+    sol_rigor: str
+    dir: Path
+    config_path: Path
+    cells: list[Cell]
+    context: dict[str, Any]
+    ceilings_override: Path | None = None
+    krhpa: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def cell(self, cell_id: str) -> Cell:
+        """Return the cell with this id, or raise listing the known ids."""
+        check_id("cell", cell_id)
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        known = ", ".join(c.id for c in self.cells) or "(none: the cells list is empty)"
+        raise InputError(
+            f"campaign {self.id!r} ({self.config_path}): no cell with id {cell_id!r}; known cell ids: "
+            f"{known}. Use one of these, or add the cell under `cells:` in config.yaml."
+        )
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a new dict: override merged into base, recursing into mappings; None values are skipped."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
+    """Return the dotted paths of context fields still null or absent, in schema order (for publish)."""
+    missing = []
+    for section, fields in CONTEXT_FIELDS.items():
+        values = context.get(section) or {}
+        missing += [f"{section}.{name}" for name in fields if values.get(name) is None]
+    return missing
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return "a mapping"
+    if isinstance(v, list):
+        return "a list"
+    if v is None:
+        return "null (empty)"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Walk:
+    """Collect problems and unknown keys while walking the parsed YAML."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+
+    def bad(self, path: str, expected: str, got: Any) -> None:
+        hint = ""
+        if ("string" in expected or expected.startswith("an id")) and isinstance(got, bool | int | float):
+            hint = f" (YAML read it as {type(got).__name__}; quote it: \"{got}\")"
+        self.problems.append(f"{path}: expected {expected}, got {_show(got)}{hint}")
+
+    def extra(self, path: str, key: Any, known: Any) -> None:
+        close = difflib.get_close_matches(str(key), list(known), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "known keys here: " + ", ".join(known)
+        if self.strict:
+            self.problems.append(f"{path}: unknown key (not allowed with --strict); {hint}")
+        else:
+            self.warnings.append(f"{path}: unknown key, ignored; {hint}")
+
+    def required(self, node: Mapping[str, Any], key: str, example: str) -> bool:
+        if key in node:
+            return True
+        self.problems.append(f"{key}: required key is missing; add e.g. `{key}: {example}`")
+        return False
+
+    def context(self, node: Any, path: str) -> dict[str, Any]:
+        if node is None:
+            return {}
+        if not isinstance(node, Mapping):
+            self.bad(path, "a mapping of sections (" + ", ".join(CONTEXT_FIELDS) + ")", node)
+            return {}
+        out: dict[str, Any] = {}
+        for section, value in node.items():
+            spath = _join(path, section)
+            fields = CONTEXT_FIELDS.get(section) if isinstance(section, str) else None
+            if fields is None:
+                self.extra(spath, section, CONTEXT_FIELDS)
+            elif value is not None and not isinstance(value, Mapping):
+                self.bad(spath, "a mapping with keys " + ", ".join(fields), value)
+            elif value is not None:
+                out[section] = self._section(value, spath, fields)
+        return out
+
+    def _section(self, node: Mapping[Any, Any], path: str, fields: dict[str, Check]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            kpath = _join(path, key)
+            check = fields.get(key) if isinstance(key, str) else None
+            if check is None:
+                self.extra(kpath, key, fields)
+            elif value is not None and (expected := check(value)):
+                self.bad(kpath, expected, value)
+            else:
+                out[key] = value
+        return out
+
+    def cells(self, node: Any) -> list[Cell]:
+        if node is None:
+            return []
+        if not isinstance(node, list):
+            self.bad("cells", "a list of cells (mappings with id, description, captures, context)", node)
+            return []
+        cells: list[Cell] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(node):
+            path = f"cells[{i}]"
+            if not isinstance(item, Mapping):
+                self.bad(path, "a mapping with keys " + ", ".join(CELL_KEYS), item)
+                continue
+            for key in item:
+                if key not in CELL_KEYS:
+                    self.extra(_join(path, key), key, CELL_KEYS)
+            cell_id = self._cell_id(item, path, seen, i)
+            description = item.get("description")
+            if description is not None and (expected := _text(description)):
+                self.bad(f"{path}.description", expected, description)
+            captures = self._captures(item.get("captures"), f"{path}.captures")
+            timelines = self._captures(item.get("timelines"), f"{path}.timelines")
+            samples = self._captures(item.get("samples"), f"{path}.samples")
+            context = self.context(item.get("context"), f"{path}.context")
+            if cell_id is not None:
+                cells.append(Cell(cell_id, description, captures, context, timelines, samples))
+        return cells
+
+    def _cell_id(self, item: Mapping[str, Any], path: str, seen: dict[str, int], index: int) -> str | None:
+        if "id" not in item:
+            self.problems.append(f"{path}.id: required key is missing; every cell needs an id, e.g. "
+                                 f"`id: prefill-t8192`")
+            return None
+        cell_id = item["id"]
+        if not is_valid_id(cell_id):
+            self.bad(f"{path}.id", ID_EXPECTED, cell_id)
+            return None
+        if cell_id in seen:
+            self.problems.append(f"{path}.id: duplicate cell id {cell_id!r} (also cells[{seen[cell_id]}]"
+                                 f".id); cell ids must be unique within a campaign: rename one")
+            return None
+        seen[cell_id] = index
+        return str(cell_id)
+
+    def _captures(self, node: Any, path: str) -> list[str]:
+        if node is None:
+            return []
+        if not isinstance(node, list):
+            self.bad(path, "a list of paths relative to the campaign folder", node)
+            return []
+        out = []
+        for i, item in enumerate(node):
+            if _text(item):
+                self.bad(f"{path}[{i}]", "a path (string) relative to the campaign folder", item)
+            elif Path(item).is_absolute():
+                self.problems.append(f"{path}[{i}]: expected a path relative to the campaign folder, got "
+                                     f"absolute {item!r}; write it relative so the campaign stays portable")
+            else:
+                out.append(item)
+        return out
+
+
+def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, strict: bool) -> Campaign:
+    w = _Walk(strict)
+    for key in raw:
+        if key not in TOP_KEYS:
+            w.extra(str(key), key, TOP_KEYS)
+    if w.required(raw, "schema_version", str(SCHEMA_VERSION)) and (
+        not _is_int(raw["schema_version"]) or raw["schema_version"] != SCHEMA_VERSION
+    ):
+        w.bad("schema_version", f"{SCHEMA_VERSION} (the only version this perfreport reads)",
+              raw["schema_version"])
+    if w.required(raw, "campaign", campaign_dir.name or "my-campaign") and not is_valid_id(raw["campaign"]):
+        w.bad("campaign", ID_EXPECTED, raw["campaign"])
+    if w.required(raw, "hardware", "h200_sm90") and (expected := _text(raw["hardware"])):
+        w.bad("hardware", f"a ceiling token ({expected}) such as 'h200_sm90'", raw["hardware"])
+    if w.required(raw, "sol_rigor", "L2") and (expected := _one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
+        w.bad("sol_rigor", expected, raw["sol_rigor"])
+    override = _ceilings_override(w, raw.get("ceilings_override"), campaign_dir)
+    # krhpa: only its shape is checked here, so import and render work on a half-filled rubric; its fields are
+    # the publish gate's (lake.gate.krhpa_problems: --strict refuses, otherwise recorded) and page 7's.
+    krhpa = raw.get("krhpa")
+    if krhpa is not None and not isinstance(krhpa, Mapping):
+        w.bad("krhpa", "a mapping with candidate and baseline (docs/frontier.md), or leave it out", krhpa)
+    context = w.context(raw.get("context"), "context")
+    cells = w.cells(raw.get("cells"))
+    if w.problems:
+        raise ConfigError(str(config_path), w.problems)
+    return Campaign(
+        id=raw["campaign"], hardware=raw["hardware"], sol_rigor=raw["sol_rigor"], dir=campaign_dir,
+        config_path=config_path, cells=cells, context=context, ceilings_override=override,
+        krhpa=dict(krhpa) if krhpa is not None else None, warnings=w.warnings,
+    )
+
+
+def _ceilings_override(w: _Walk, value: Any, campaign_dir: Path) -> Path | None:
+    if value is None:
+        return None
+    if _text(value):
+        w.bad("ceilings_override", "a path (string) relative to the campaign folder, or null", value)
+        return None
+    if Path(value).is_absolute():
+        w.problems.append(f"ceilings_override: expected a path relative to the campaign folder, got absolute "
+                          f"{value!r}; write it relative so the campaign stays portable")
+        return None
+    path = (campaign_dir / value).resolve()
+    if not path.is_file():
+        w.problems.append(f"ceilings_override: file {str(path)!r} not found (the path is relative to the "
+                          f"campaign folder {str(campaign_dir)!r}); create it or set "
+                          f"`ceilings_override: null`")
+        return None
+    return path
+
+
+def _read_yaml(config_path: Path) -> Any:
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{config_path}: cannot read it ({exc}); expected a UTF-8 YAML file.") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(unknown line)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        detail = f"{context}; {problem}" if context else problem
+        raise ConfigError(str(config_path), [
+            f"{where}: YAML syntax error: {detail}. Fix the indentation or quote the value there."
+        ]) from exc
+
+
+def load_campaign(campaign_dir: Path, strict: bool = False) -> Campaign:
+    """Load and validate campaign_dir/config.yaml, raising one ConfigError listing every problem."""
+    campaign_dir = Path(campaign_dir)
+    config_path = campaign_dir / CONFIG_NAME
+    if not campaign_dir.is_dir():
+        state = "is not a folder" if campaign_dir.exists() else "does not exist"
+        raise InputError(f"campaign folder {str(campaign_dir)!r} {state}; expected a folder holding "
+                         f"{CONFIG_NAME}. Create one with `perftunereport campaign init {campaign_dir}`.")
+    if not config_path.is_file():
+        raise InputError(f"campaign folder {str(campaign_dir)!r} has no {CONFIG_NAME}; expected "
+                         f"{config_path}. Create it with `perftunereport campaign init {campaign_dir}`.")
+    raw = _read_yaml(config_path)
+    if not isinstance(raw, Mapping):
+        got = "an empty file" if raw is None else _show(raw)
+        raise ConfigError(str(config_path), [
+            f"(top level): expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}. "
+            f"Start from `perftunereport campaign init`."
+        ])
+    return _validate(raw, campaign_dir.resolve(), config_path, strict)
+
+
+def _yaml_scalar(value: str) -> str:
+    """Return value as a YAML scalar, double-quoted only when plain style would change its meaning."""
+    try:
+        plain_ok = "\n" not in value and yaml.safe_load(value) == value
+    except yaml.YAMLError:
+        plain_ok = False
+    return value if plain_ok else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def campaign_init(directory: Path, campaign_id: str | None = None, hardware: str = "h200_sm90") -> Path:
+    """Write a commented directory/config.yaml scaffold that loads cleanly; never overwrite one."""
+    directory = Path(directory)
+    name = directory.resolve().name
+    try:
+        cid = check_id("campaign", campaign_id if campaign_id is not None else name)
+    except IdError as exc:
+        if campaign_id is not None:
+            raise
+        raise IdError(f"{exc.message} The id defaults to the folder name {name!r}; pass campaign_id "
+                      f"(--id) to choose a valid one.") from exc
+    if _text(hardware) or "\n" in hardware:
+        raise InputError(f"campaign init: hardware must be a ceiling token such as 'h200_sm90', got "
+                         f"{_show(hardware)}.")
+    config_path = directory / CONFIG_NAME
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"campaign init: {str(directory)!r} exists and is not a folder; pass a folder path.")
+    if config_path.exists():
+        raise InputError(f"{config_path} already exists; refusing to overwrite it. Edit it by hand and check "
+                         f"it with `perftunereport campaign validate {directory}`, or pick a new folder.")
+    template = resources.files("perfreport.config").joinpath("campaign_config.yaml.tmpl")
+    text = Template(template.read_text(encoding="utf-8")).substitute(
+        campaign_id=_yaml_scalar(cid), hardware=_yaml_scalar(hardware)
+    )
+    write_text_atomic(config_path, text)
+    return config_path
+
+
+PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
+# Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
+ZERO_IMPOSSIBLE = frozenset(
+    name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
+    if check(0) is not None and check(1) is None
+)
+
+
+def context_value_problem(name: str, value: Any) -> str | None:
+    """Return why a context value cannot be published (missing, empty, a placeholder, an impossible 0), or None."""
+    if value is None:
+        return "missing"
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return "empty"
+        if text.lower() in PLACEHOLDERS:
+            return f"placeholder {value!r}; write the real value"
+    if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
+        return f"{value!r} is impossible here (expected > 0); write the real value"
+    return None

@@ -1,0 +1,105 @@
+"""Group launches of one kernel (same name, grid and block) and summarize them: n, mean, std, min, max."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from perfreport.config.ceilings import classify_family
+from perfreport.ncu.derive import DeriveContext, derive_launch, verdict
+from perfreport.ncu.model import Capture, KernelLaunch
+
+# Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
+STAT_FIELDS = (
+    "duration_ns", "dram_bytes", "l2_bytes", "l1_bytes", "arithmetic_intensity", "ai_l2", "ai_l1",
+    "achieved_tflops", "achieved_dram_tbps", "sol_pct", "family_sol_pct", "compute_pct_of_peak", "dram_pct_of_peak",
+    "ridge_ai", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct",
+    "achieved_occupancy_pct", "theoretical_occupancy_pct", "achieved_active_warps_per_sm",
+    "regs_per_thread", "smem_per_block_bytes", "branch_efficiency_pct", "branch_divergence_pct", "sm_hz",
+)
+# Fields that must agree across launches of one kernel: taken from the first launch.
+CONSTANT_FIELDS = ("family", "tensor_dtype", "block_limits", "block_limit_factor", "sol_ceiling_key",
+                   "family_ceiling_key",
+                   "dram_bytes_method")
+
+
+def _stats(values: list[float | None]) -> dict[str, Any] | None:
+    got = [v for v in values if v is not None]
+    if not got:
+        return None
+    low, high = min(got), max(got)
+    return {
+        "n": len(got),
+        "mean": statistics.fmean(got),
+        # stdev is exact (fractions) and slow; equal finite values give exactly 0.0 without it
+        "std": statistics.stdev(got) if len(got) > 1 and not (low == high and math.isfinite(low)) else 0.0,
+        "min": low,
+        "max": high,
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """Mean over launches, or None if any launch lacks the value (a partial mean would mislead)."""
+    if not values or any(v is None for v in values):
+        return None
+    return statistics.fmean(v for v in values if v is not None)
+
+
+def _mean_dicts(dicts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    if not dicts or any(d is None for d in dicts):
+        return None
+    keys = sorted({k for d in dicts if d for k in d})
+    out: dict[str, Any] = {}
+    for k in keys:
+        vals = [d.get(k) if d else None for d in dicts]
+        if all(isinstance(v, int | float) or v is None for v in vals):
+            out[k] = _mean(vals)
+        else:
+            out[k] = vals[0]
+    return out
+
+
+def kernel_key(launch: KernelLaunch) -> tuple[str, str, str]:
+    """Launches of one kernel: same demangled name and launch configuration."""
+    return (launch.name, launch.grid_size, launch.block_size)
+
+
+def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> list[dict[str, Any]]:
+    """Derive every launch, then one entry per kernel in first-launch order."""
+    groups: dict[tuple[str, str, str], list[KernelLaunch]] = {}
+    for launch in sorted(capture.launches, key=lambda k: k.launch_id):
+        groups.setdefault(kernel_key(launch), []).append(launch)
+    entries = []
+    for launches in groups.values():
+        family = classify_family(launches[0].name, ctx.ceilings)  # one name per group
+        rows = [derive_launch(k, ctx, family) for k in launches]
+        entries.append(_entry(launches, rows, source_id))
+    return entries
+
+
+def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: str) -> dict[str, Any]:
+    first = launches[0]
+    entry: dict[str, Any] = {
+        "name": first.name,
+        "function": first.function,
+        "mangled": first.mangled,
+        "grid_size": first.grid_size,
+        "block_size": first.block_size,
+        "source": source_id,
+        "launches": len(rows),
+        "launch_ids": [r["launch_id"] for r in rows],
+    }
+    for f in CONSTANT_FIELDS:
+        entry[f] = rows[0][f]
+    for f in STAT_FIELDS:
+        entry[f] = _mean([r[f] for r in rows])
+    entry["flops"] = _mean_dicts([r["flops"] for r in rows])
+    entry["tensor_ops_by_dtype"] = _mean_dicts([r["tensor_ops_by_dtype"] for r in rows])
+    entry["warp_stalls_pct"] = _mean_dicts([r["warp_stalls_pct"] for r in rows])
+    entry["ncu_peaks"] = _mean_dicts([r["ncu_peaks"] for r in rows])
+    entry["ai_measured"] = entry["arithmetic_intensity"] is not None
+    entry["bound"], entry["bound_reason"] = verdict(entry)
+    entry["stats"] = {f: s for f in STAT_FIELDS if (s := _stats([r[f] for r in rows])) is not None}
+    entry["per_launch"] = rows if len(rows) > 1 else []
+    return entry

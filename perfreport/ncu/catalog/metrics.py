@@ -1,0 +1,67 @@
+"""Load metrics.yaml: the map from our normalized names to raw ncu metric names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from perfreport.yamlio import SAFE_LOADER
+
+
+@dataclass(frozen=True)
+class FlopTerm:
+    """One executed-instruction rate and the FLOPs each instruction stands for."""
+
+    metric: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Raw metric names grouped by the derivation that uses them."""
+
+    scalars: dict[str, str]
+    block_limits: dict[str, str]
+    tensor_flops: dict[str, str]
+    tensor_peak_per_cycle: dict[str, str]
+    cuda_core_flops: dict[str, tuple[FlopTerm, ...]]
+    cuda_core_peak_per_cycle: dict[str, str]
+    warp_stalls: dict[str, str]  # reason -> metric
+    text: dict[str, str]
+    rep_units: dict[str, str]  # ncu_report's unit of each numeric metric above (for the byte reader)
+
+    def needed(self) -> list[str]:
+        """Every raw metric the derivation reads, sorted (what a reader must extract)."""
+        names: set[str] = set()
+        for group in (self.scalars, self.block_limits, self.tensor_flops, self.tensor_peak_per_cycle,
+                      self.cuda_core_peak_per_cycle, self.warp_stalls, self.text):
+            names.update(group.values())
+        for terms in self.cuda_core_flops.values():
+            names.update(t.metric for t in terms)
+        return sorted(names)
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """Load the packaged metrics.yaml once."""
+    text = resources.files("perfreport.ncu.catalog").joinpath("metrics.yaml").read_text(encoding="utf-8")
+    raw: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
+    stalls = {r: f"{raw['warp_stall_prefix']}{r}{raw['warp_stall_suffix']}" for r in raw["warp_stall_reasons"]}
+    return Catalog(
+        scalars=dict(raw["scalars"]),
+        block_limits=dict(raw["block_limits"]),
+        tensor_flops=dict(raw["tensor_flops"]),
+        tensor_peak_per_cycle=dict(raw["tensor_peak_per_cycle"]),
+        cuda_core_flops={
+            k: tuple(FlopTerm(str(t["metric"]), float(t["weight"])) for t in v)
+            for k, v in raw["cuda_core_flops"].items()
+        },
+        cuda_core_peak_per_cycle=dict(raw["cuda_core_peak_per_cycle"]),
+        warp_stalls=stalls,
+        text=dict(raw["text"]),
+        rep_units={str(k): str(v) for k, v in raw["rep_units"].items()},
+    )

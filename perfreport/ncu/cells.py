@@ -1,0 +1,109 @@
+"""Per-cell ncu_kernels.json: read, merge sources, validate against the shipped schema, write atomically."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from perfreport.errors import InputError
+from perfreport.files import write_json_atomic
+
+SCHEMA_VERSION = 1
+FILE_NAME = "ncu_kernels.json"
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of ncu_kernels.json shipped in perfreport/config/schemas/."""
+    text = resources.files("perfreport.config").joinpath("schemas/ncu_kernels.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def read_cell(path: Path) -> dict[str, Any] | None:
+    """Load an existing ncu_kernels.json, or None when there is none yet."""
+    if not path.exists():
+        return None
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"'{path}': not valid JSON ({exc.msg} at line {exc.lineno}); delete it and import again."
+        ) from exc
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise InputError(
+            f"'{path}': schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}; "
+            f"delete it and import again with this perfreport version."
+        )
+    return data
+
+
+def merge_sources(
+    existing: dict[str, Any] | None, header: dict[str, Any], sources: list[dict[str, Any]],
+    kernels: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Replace the kernels of re-imported sources, keep the others; order by source id, then capture order."""
+    new_ids = {s["id"] for s in sources}
+    old_sources = [s for s in (existing or {}).get("sources", []) if s["id"] not in new_ids]
+    old_kernels = [k for k in (existing or {}).get("kernels", []) if k["source"] not in new_ids]
+    all_sources = sorted(old_sources + sources, key=lambda s: s["id"])
+    order = {s["id"]: i for i, s in enumerate(all_sources)}
+    all_kernels = sorted(old_kernels + kernels, key=lambda k: (order[k["source"]], k["launch_ids"][0]))
+    for i, k in enumerate(all_kernels):
+        k["id"] = f"k{i:03d}"
+    return {**header, "schema_version": SCHEMA_VERSION, "sources": all_sources, "kernels": all_kernels}
+
+
+# Per-launch lists whose items the schema checks one by one with a simple type (2,000 launches of one kernel).
+_PER_ITEM = {"launch_ids": {"type": "integer", "minimum": 0}, "per_launch": {"type": "object"}}
+
+
+@lru_cache(maxsize=1)
+def _validator() -> tuple[jsonschema.Draft202012Validator, bool]:
+    """The schema's validator, and whether its per-launch item rules are still the ones `_one_item` mirrors."""
+    schema = load_schema()
+    kernel = schema.get("properties", {}).get("kernels", {}).get("items", {}).get("properties", {})
+    mirrored = all(kernel.get(name, {}).get("items") == rule for name, rule in _PER_ITEM.items())
+    return jsonschema.Draft202012Validator(schema), mirrored
+
+
+def _one_item(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with each kernel's per-launch lists cut to their first item when every item passes its rule.
+
+    The schema then finds exactly the errors it finds in `data` (the cut items had none), without descending into
+    every launch; a list with any other item is left whole, so the error is reported as before.
+    """
+    kernels = data.get("kernels")
+    if not isinstance(kernels, list):
+        return data
+    cut = []
+    for k in kernels:
+        if isinstance(k, dict):
+            ids, rows = k.get("launch_ids"), k.get("per_launch")
+            if isinstance(ids, list) and all(type(i) is int and i >= 0 for i in ids):
+                k = {**k, "launch_ids": ids[:1]}
+            if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):
+                k = {**k, "per_launch": rows[:1]}
+        cut.append(k)
+    return {**data, "kernels": cut}
+
+
+def validate(data: dict[str, Any], where: str) -> None:
+    """Raise if data does not match the shipped schema (a bug, reported with the failing path)."""
+    validator, mirrored = _validator()
+    errors = sorted(validator.iter_errors(_one_item(data) if mirrored else data),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        path = "/".join(str(p) for p in e.absolute_path)
+        raise InputError(f"{where}: output does not match ncu_kernels.schema.json at '{path}': {e.message}")
+
+
+def write_cell(path: Path, data: dict[str, Any]) -> None:
+    """Validate, then write deterministically (sorted keys) via temp file + rename."""
+    validate(data, str(path))
+    write_json_atomic(path, data)

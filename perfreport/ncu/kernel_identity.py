@@ -1,0 +1,159 @@
+"""Kernel identity across tools: join nsys / PyTorch-profiler / sampling-profiler names to ncu names.
+
+Each tool prints a kernel's name differently. nsys and kineto give the demangled C++ name
+(`void at::native::(anonymous namespace)::k<8, ...>(int, float)`); ncu reports print `<unnamed>`, casts such as
+`(int)8` and `[lambda() (instance 1)]`, and template placeholders (`T1`, `T2`) in the parameter list; ncu's
+"demangled and simplified" CSV names drop `at::native::` down to `at::` (or drop namespaces entirely). Two keys
+come out of a name:
+
+- ``normalize(name)``: the function identity (`vectorized_elementwise_kernel`): what ncu's `--kernel-name`
+  matches by default (`--kernel-name-base function`).
+- ``simplify(name)``: the full instantiation with every spelling difference above removed (namespaces, return
+  type, parameter list, integer casts and suffixes, booleans as 0/1, lambda spelling, whitespace), used only
+  to tell apart several instantiations of one function.
+"""
+
+from __future__ import annotations
+
+import re
+
+from perfreport.errors import InputError
+from perfreport.ncu.catalog.names import function_name
+
+_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\{anonymous\}::")
+_NCU_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
+_BOOL = re.compile(r"\(bool\)([01])\b|\b(true|false)\b")
+_INT_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|__int128)\s*)+\)(-?\d+)\b")
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
+_NAMESPACES = re.compile(r"(?<![\w:})\]])(?:(?!(?:const|volatile)::)[A-Za-z_]\w*::)+(?=[A-Za-z_~{])")
+
+
+def normalize(name: str) -> str:
+    """Return the function identity of a kernel name: no return type, namespaces, template or parameter lists.
+
+    Mangled names (`_Z...`) are reduced to their function identifier with a small Itanium parser; a mangled
+    name it cannot read is returned unchanged (stripped), so it still joins with an identical string.
+    """
+    s = name.strip()
+    if s.startswith("_Z"):
+        return _itanium_function(s) or s
+    return re.sub(r"\s+", "", function_name(s))
+
+
+def simplify(name: str) -> str:
+    """Return the full instantiation key of a demangled name, comparable between nsys, kineto and ncu.
+
+    `void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>,
+    std::array<char *, (unsigned long)3>>(int, T2, T3)` and the kineto spelling of the same kernel both give
+    `vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>`. Mangled names are returned
+    stripped and otherwise unchanged.
+    """
+    s = name.strip()
+    if s.startswith("_Z"):
+        return s
+    s = _ANON.sub("", s)
+    s = _NCU_LAMBDA.sub(lambda m: "{lambda(" + m.group(1) + ")#" + m.group(2) + "}", s)
+    s = _last_top_level_token(_drop_parameters(s))
+    s = _NAMESPACES.sub("", s)
+    s = _BOOL.sub(lambda m: m.group(1) or ("1" if m.group(2) == "true" else "0"), s)
+    s = _INT_CAST.sub(r"\1", s)
+    s = _INT_SUFFIX.sub(r"\1", s)
+    s = re.sub(r"\s+", " ", s).strip()
+    return re.sub(r"(?<=\W) | (?=\W)", "", s)
+
+
+def _drop_parameters(s: str) -> str:
+    """Cut the top-level parameter list (ncu prints template placeholders there, so it is not comparable)."""
+    angle = paren = 0
+    for i, ch in enumerate(s):
+        if ch == "<":
+            angle += 1
+        elif ch == ">" and angle:
+            angle -= 1
+        elif ch == "(":
+            if angle == 0 and paren == 0 and i > 0 and not s[:i].rstrip().endswith("operator"):
+                return s[:i]
+            paren += 1
+        elif ch == ")" and paren:
+            paren -= 1
+    return s
+
+
+def _last_top_level_token(s: str) -> str:
+    """Drop a return type: keep what follows the last space outside <...> and (...)."""
+    depth, cut = 0, 0
+    for i, ch in enumerate(s.rstrip()):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif ch == " " and depth == 0:
+            cut = i + 1
+    return s[cut:].strip()
+
+
+def _read_number(m: str, i: int) -> tuple[int, int]:
+    j = i
+    while j < len(m) and m[j].isdigit():
+        j += 1
+    return int(m[i:j]), j
+
+
+def _itanium_function(m: str) -> str | None:
+    """Function identifier of an Itanium-mangled name (`_ZN2at6native29vectorized_elementwise_kernelI...`).
+
+    Reads `_Z [L] <source-name>` and `_Z N [qualifiers] {<source-name> | <substitution>} ... (I|E)`: the last
+    source name before the template arguments or the end of the nested name is the function. Anything else
+    (local names, operators, constructors) returns None: the caller keeps the name as given.
+    """
+    i = 2
+    if m.startswith("L", i):
+        i += 1
+    if i < len(m) and m[i].isdigit():
+        n, j = _read_number(m, i)
+        return m[j : j + n] or None
+    if not m.startswith("N", i):
+        return None
+    i += 1
+    while i < len(m) and m[i] in "rVKRO":
+        i += 1
+    last: str | None = None
+    while i < len(m):
+        c = m[i]
+        if c.isdigit():
+            n, j = _read_number(m, i)
+            last, i = m[j : j + n], j + n
+        elif c == "S":
+            k = m.find("_", i) if not m.startswith(("St", "Sa", "Sb", "Ss", "Si", "So", "Sd"), i) else i + 1
+            if k < 0:
+                return None
+            i = k + 1
+        elif c == "L":
+            i += 1
+        elif c in "IE":
+            # kernels (__global__) are never members of a class template, so the first template argument list
+            # after the last source name belongs to the function itself
+            return last if last and not last.startswith("_GLOBAL__N") else None
+        else:
+            return None
+    return None
+
+
+def name_matches(pattern: str, name: str, base: str = "function") -> bool:
+    """Apply ncu's `--kernel-name` semantics: plain text = exact match, `regex:<expr>` = re.search.
+
+    `base` mirrors `--kernel-name-base`: `function` (default) compares with the function identity
+    (`normalize`), `demangled` and `mangled` with the name as given.
+    """
+    if base not in ("function", "demangled", "mangled"):
+        raise InputError(f"kernel-name base {base!r}: expected one of function, demangled, mangled.")
+    subject = normalize(name) if base == "function" else name.strip()
+    if pattern.startswith("regex:"):
+        try:
+            return re.search(pattern[len("regex:") :], subject) is not None
+        except re.error as exc:
+            raise InputError(
+                f"kernel-name pattern {pattern!r}: not a valid regular expression ({exc}). "
+                f"Fix the expression after 'regex:', e.g. regex:'nvjet|gemm'."
+            ) from None
+    return subject == (normalize(pattern) if base == "function" else pattern.strip())

@@ -1,0 +1,438 @@
+"""Read .ncu-rep (and .ncu-rep.gz) files: their bytes directly, or through NVIDIA's ncu_report; no GPU needed."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfreport.errors import InputError
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.catalog.names import function_name
+from perfreport.ncu.catalog.sets import infer_section_set
+from perfreport.ncu.model import Capture, KernelLaunch, Rule
+from perfreport.ncu.rep import wire as rep_wire
+from perfreport.ncu.rep.wire import Action, ReportBytes
+from perfreport.progress import Progress
+
+MAGIC = b"NVR\x00"
+_VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?) \(build \d+\)")
+_CMDLINE_RE = re.compile(rb"/[!-~]*/ncu ")
+
+
+@contextmanager
+def _plain_report(path: Path) -> Iterator[Path]:
+    """Yield a path ncu_report can open: gunzip .gz files into a temp folder first."""
+    if path.suffix != ".gz":
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="perfreport-rep-") as tmp:
+        out = Path(tmp) / path.name[: -len(".gz")]
+        try:
+            with gzip.open(path, "rb") as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
+                f"re-compress the original report with `gzip -k R.ncu-rep` or pass the .ncu-rep itself."
+            ) from exc
+        yield out
+
+
+def _varint_string(data: ReportBytes, start: int) -> str | None:
+    """Decode the protobuf string at `start` from the length varint just before it (1 or 2 bytes)."""
+    candidates = []
+    if start >= 2 and data[start - 2] & 0x80 and not data[start - 1] & 0x80:
+        candidates.append((data[start - 2] & 0x7F) | (data[start - 1] << 7))
+    if start >= 1 and not data[start - 1] & 0x80:
+        candidates.append(data[start - 1])
+    for length in candidates:
+        text = data[start : start + length]
+        if len(text) == length and all(32 <= c < 127 for c in text):
+            return text.decode()
+    return None
+
+
+def _session_facts(records: Sequence[ReportBytes]) -> tuple[str | None, str | None]:
+    """ncu version and command line, stored as strings in the report's session records (or anywhere in it)."""
+    version = cmdline = None
+    for data in records:
+        if version is None and (v := _VERSION_RE.search(data)):
+            version = v.group(1).decode()
+        if cmdline is None and (c := _CMDLINE_RE.search(data)):
+            full = _varint_string(data, c.start())
+            if full is not None:
+                exe, _, args = full.partition("/ncu ")
+                cmdline = "ncu " + args.strip()
+    return version, cmdline
+
+
+# read besides the catalog's metrics: a launch's identity and place (kept as text, as ncu prints them)
+_GRID = tuple(f"launch__grid_dim_{a}" for a in "xyz")
+_BLOCK = tuple(f"launch__block_dim_{a}" for a in "xyz")
+_CC = ("device__attribute_compute_capability_major", "device__attribute_compute_capability_minor")
+_ATTRS = ("launch__process_id", "launch__context_id", "launch__stream_id", "launch__device_id", *_GRID, *_BLOCK, *_CC)
+
+
+def _wanted() -> frozenset[str]:
+    return frozenset(load_catalog().needed()) | frozenset(_ATTRS)
+
+
+def _from_ncu_report(act: Any, wanted: frozenset[str], rules: bool = True) -> Action:
+    """An ncu_report action as the wire reader's Action (typed values of the wanted metrics, their units; its
+    rule results unless `rules` is False)."""
+    import ncu_report
+
+    out = Action(act.name(ncu_report.IAction.NameBase_MANGLED) or "",
+                 act.name(ncu_report.IAction.NameBase_FUNCTION) or "",
+                 act.name(ncu_report.IAction.NameBase_DEMANGLED) or "")
+    for name in sorted(wanted):
+        m = act.metric_by_name(name)
+        if m is None or not m.has_value() or m.value() is None:
+            continue
+        out.values[name] = m.value()
+        out.units[name] = m.unit()
+    out.rules = [
+        Rule(str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
+             str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
+        for r in (act.rule_results_as_dicts() if rules else [])
+    ]
+    out.sections = [s.identifier() for s in act.sections()]
+    return out
+
+
+_Layout = tuple[list[str], list[str], dict[str, str]]  # numeric metric names (sorted), text names, their units
+
+
+def _layout(act: Action, needed: frozenset[str], units: dict[str, str] | None) -> _Layout:
+    numeric: list[str] = []
+    text: list[str] = []
+    unit: dict[str, str] = {}
+    for name in sorted(act.values.keys() & needed):
+        if isinstance(act.values[name], str):
+            text.append(name)
+            continue
+        numeric.append(name)
+        got = act.units.get(name) if units is None else units.get(name)
+        if got is None:
+            raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
+        unit[name] = got
+    return numeric, text, unit
+
+
+_Place = tuple[str, str, str, str, str, str, str]  # process, context, stream, device, cc, block size, grid size
+
+
+@dataclass
+class _Seen:
+    """What the launches of one report repeat, worked out once (_launch)."""
+
+    # by the action's shape (rep_bulk.Shape), else its names and value types
+    layouts: dict[object, _Layout] = field(default_factory=dict)
+    places: dict[tuple[object, ...], _Place] = field(default_factory=dict)  # by the raw values of _ATTRS
+
+
+def _place(raw: tuple[object, ...]) -> _Place:
+    """Where a launch ran and its shape, as ncu prints them, from the values of _ATTRS (in that order)."""
+    attr = ["" if v is None else str(v) for v in raw]
+    grid, block, (major, minor) = attr[4:7], attr[7:10], attr[10:12]
+    return (attr[0], attr[1], attr[2], attr[3], f"{major}.{minor}" if major and minor else "",
+            f"({', '.join(block)})" if all(block) else "", f"({', '.join(grid)})" if all(grid) else "")
+
+
+def _launch(act: Action, index: int, needed: frozenset[str], units: dict[str, str] | None,
+            seen: _Seen) -> KernelLaunch:
+    """The KernelLaunch of one action; `units` (the byte reader's): metrics.yaml rep_units, else act.units.
+
+    `seen` caches which values are numbers or text and their units by the action's shape or names and value
+    types (the launches of one kernel repeat them; with the byte reader's units, which depend on the name only),
+    and the launch's place and shape by their raw values.
+    """
+    values = act.values
+    if units is None:
+        numeric, texts, unit = _layout(act, needed, None)
+    else:
+        key = act.shape if act.shape is not None else (tuple(values), tuple(map(type, values.values())))
+        got = seen.layouts.get(key)
+        if got is None:
+            got = seen.layouts[key] = _layout(act, needed, units)
+        numeric, texts, unit = got
+    get = values.__getitem__
+    metrics = dict(zip(numeric, map(float, map(get, numeric)), strict=True))
+    text = dict(zip(texts, map(str, map(get, texts)), strict=True))
+    unit = dict(unit)
+    raw = tuple(map(values.get, _ATTRS))
+    place = seen.places.get(raw)
+    if place is None:
+        place = seen.places[raw] = _place(raw)
+    pid, ctx, stream, device, cc, block_size, grid_size = place
+    return KernelLaunch(
+        launch_id=index,
+        name=act.demangled,
+        function=act.function or function_name(act.demangled),
+        mangled=act.name or None,
+        process_id=pid,
+        context=ctx,
+        stream=stream,
+        device=device,
+        cc=cc,
+        block_size=block_size,
+        grid_size=grid_size,
+        metrics=metrics,
+        units=unit,
+        text=text,
+        rules=act.rules,
+    )
+
+
+PROGRESS_MIN_KERNELS = 20  # smaller reports load in well under a second: no progress lines
+
+
+def progress_steps(total: int, parts: int = 10) -> set[int]:
+    """The counts (1-based) after which progress is reported: about every tenth, and the last; none when small."""
+    if total < PROGRESS_MIN_KERNELS:
+        return set()
+    step = -(-total // parts)
+    return {*range(step, total, step), total}
+
+
+REP_READERS = ("auto", "ncu_report")
+
+
+def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
+             digest: FileHash | None = None, rules: bool = True) -> Capture:
+    """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
+
+    `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
+    is one it does not know; "ncu_report" always uses NVIDIA's module. Both give the same Capture.
+    `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
+    `digest`: the file's hash, already started by the caller (FileHash(path)), who also collects it: the
+    Capture's sha256 is left "" for the caller to set from digest.result() once it has used the parse time
+    (the importer does after the derivation). Without it the hash starts here, beside the parse, and is set.
+    `rules` False: ncu's rule results (guided analysis) are not read, and every launch's rules stay empty; the
+    importer asks for none, as ncu_kernels.json holds none (a raw CSV export has none either).
+    """
+    if reader not in REP_READERS:
+        raise InputError(f"report reader {reader!r}: expected one of {', '.join(REP_READERS)}.")
+    sha = digest if digest is not None and digest.path == path else FileHash(path)
+    own = sha is not digest
+    try:
+        return _read_rep(path, progress, reader, sha, own, rules)
+    finally:
+        if own:
+            sha.close()  # no read of the file outlives the read (the caller may rewrite it next)
+
+
+def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash, own: bool,
+              rules: bool) -> Capture:
+    with _report_bytes(path, sha.mapping) as (data, plain):
+        if data[:4] != MAGIC:
+            raise InputError(
+                f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
+                f"Pass the file written by `ncu -o NAME` (NAME.ncu-rep), or an ncu CSV export."
+            )
+        wanted = _wanted()
+        needed = frozenset(load_catalog().needed())
+        launches: list[KernelLaunch] | None = None
+        sections: set[str] = set()
+        seen = _Seen()
+        if reader == "auto":
+            try:
+                report = rep_wire.read_report(data, wanted, rules=rules)
+                units = load_catalog().rep_units
+                launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
+                sections = {s for a in report.actions for s in a.sections}
+                version, cmdline = _session_facts(report.sessions)
+            except rep_wire.Truncated as cut:
+                raise _truncated(path, len(data), cut) from None
+            except rep_wire.UnknownLayout as exc:
+                launches = None
+                if progress is not None:
+                    progress(f"{path.name}: layout not known to the byte reader ({exc}); reading with ncu_report")
+            if launches is not None and progress is not None:  # read in well under a second: the lines at once
+                for k in sorted(progress_steps(len(launches))):
+                    progress(f"{path.name}: {k}/{len(launches)} kernels read")
+        if launches is None:
+            actions = _read_ncu_report(path, plain, wanted, progress, rules)
+            version, cmdline = _session_facts([data])  # the first matches in the mapped file, as ncu_report reads it
+            launches = [_launch(a, i, needed, None, seen) for i, a in enumerate(actions)]
+            sections = {s for a in actions for s in a.sections}
+    if not launches:
+        raise InputError(
+            f"report '{path}': holds no profiled kernel ({path.stat().st_size} bytes): the file is truncated, "
+            f"was copied while ncu was still writing it, or the capture matched no kernel. Re-copy the "
+            f"report after ncu prints '==PROF== Report:', or re-capture with a --kernel-name that matches."
+        )
+    gpu = next((k.text.get(load_catalog().text["gpu"]) for k in launches if k.text), None)
+    return Capture(
+        source_path=str(path),
+        source_format="ncu-rep",
+        sha256=sha.result() if own else "",
+        ncu_version=version,
+        gpu=gpu,
+        section_set=infer_section_set(sorted(sections), cmdline),
+        sections=sorted(sections),
+        launches=launches,
+        command_line=cmdline,
+    )
+
+
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfreport-sha")
+_HASH_CHUNK = 128 << 20
+
+
+def _sha256_mapped(mm: mmap.mmap | None) -> str:
+    """SHA-256 of a mapped file (None: an empty one), updated 128 MB at a time, each piece's pages mapped first.
+
+    Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python); it also maps
+    the file's pages for the parse, which reads the same mapping (FileHash). Reading into a buffer instead made a
+    23 ms import 10 ms slower (zeroing the buffer holds the GIL, the read copies). The mapping must not outlive the
+    import (FileHash.close): a file cut short under a mapping that is read is SIGBUS.
+    """
+    h = hashlib.sha256()
+    if mm is None:
+        return h.hexdigest()
+    view = memoryview(mm)
+    try:
+        for at in range(0, len(mm), _HASH_CHUNK):
+            piece = view[at : at + _HASH_CHUNK]
+            _map_pages(piece)
+            h.update(piece)
+            piece.release()
+    finally:
+        view.release()
+    return h.hexdigest()
+
+
+def _map_pages(piece: memoryview) -> None:
+    """Touch one byte of every page of a piece of the mapping (one numpy reduction: the GIL is free meanwhile), so
+    the kernel maps them here, on the hash's core, before the parse reads them: 13 ms for a 123 MB report, which the
+    parse would otherwise spend faulting them in as it walks (the hash then reads mapped pages)."""
+    pages = np.frombuffer(piece, dtype=np.uint8)[:: mmap.PAGESIZE]
+    pages.max()
+    del pages
+
+
+def _unmap(mm: mmap.mmap) -> None:
+    with suppress(BufferError):  # a view is still referenced (an error's traceback): the GC unmaps it
+        mm.close()
+
+
+class FileHash:
+    """A file's SHA-256 computed on a second core, started as early as the caller knows the file.
+
+    The file is mapped here, once: the hash reads the mapping and, for a plain report, the parse reads the same one
+    (`mapping`; _report_bytes), so each page is mapped into the process once, mostly by the hash, which starts
+    first, on the other core (a page mapped is ~0.3 us on first touch: 10 ms for a 123 MB report), and unmapped
+    once, also on the hash's core.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.mapping: mmap.mmap | None = None
+        try:
+            with path.open("rb") as fh:  # the mapping stays valid once the descriptor is closed
+                if os.fstat(fh.fileno()).st_size:
+                    self.mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            self._future: Future[str] = Future()
+            self._future.set_exception(exc)
+            return
+        self._future = _HASHER.submit(_sha256_mapped, self.mapping)
+
+    def result(self) -> str:
+        try:
+            return self._future.result()
+        except OSError as exc:
+            raise InputError(f"report '{self.path}': cannot read it ({exc.strerror or exc}).") from exc
+
+    def close(self) -> None:
+        """Drop it: cancelled if not started, else waited for, so no read of the file outlives the caller; the
+        mapping is then unmapped on the hash's thread (nothing reads it any more)."""
+        if not self._future.cancel():
+            with suppress(Exception):
+                self._future.result()
+        if self.mapping is not None:
+            _HASHER.submit(_unmap, self.mapping)
+            self.mapping = None
+
+
+@contextmanager
+def _report_bytes(path: Path, shared: mmap.mmap | None = None) -> Iterator[tuple[ReportBytes, Path]]:
+    """The report's bytes, mapped (not copied), and the plain file they come from (a .gz is first streamed into
+    a temporary file: a multi-GB report is never held in memory). `shared`: the plain report already mapped by
+    its FileHash, read as it is (its FileHash unmaps it)."""
+    if shared is not None and path.suffix != ".gz":
+        yield shared, path
+        return
+    with _plain_report(path) as plain:
+        try:
+            fh = plain.open("rb")
+        except OSError as exc:
+            raise InputError(f"report '{path}': cannot read it ({exc.strerror or exc}).") from exc
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            raw: ReportBytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            try:
+                yield raw, plain
+            finally:
+                if isinstance(raw, mmap.mmap):
+                    _unmap(raw)
+
+
+def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
+    where = f"an entry at byte {cut.offset} needs {cut.needed} bytes, the file ends at {size}"
+    if cut.results == 0:
+        return InputError(
+            f"report '{path}': holds no profiled kernel ({size} bytes): the file is truncated or damaged ({where}). "
+            f"Re-copy the report after ncu prints '==PROF== Report:'."
+        )
+    return InputError(
+        f"report '{path}': truncated or damaged ({size} bytes): kernel #{cut.results} is cut off ({where}); "
+        f"{cut.results} whole kernel(s) before it. Copy the report again after ncu prints '==PROF== Report:'."
+    )
+
+
+def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None,
+                     rules: bool = True) -> list[Action]:
+    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to); `plain`: the
+    report as ncu wrote it (`path` itself, or its gunzipped copy)."""
+    try:
+        import ncu_report
+    except ImportError as exc:  # pragma: no cover - dependency is declared
+        raise InputError(
+            f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
+        ) from exc
+    try:
+        ctx = ncu_report.load_report(str(plain))
+    except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
+        raise InputError(f"report '{path}': ncu_report could not load it: {exc}") from exc
+    actions: list[Action] = []
+    ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
+    total = sum(rng.num_actions() for rng in ranges)
+    report_at = progress_steps(total) if progress is not None else set()
+    for rng in ranges:
+        for i in range(rng.num_actions()):
+            act = rng.action_by_idx(i)
+            if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
+                raise InputError(
+                    f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
+                    f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
+                )
+            actions.append(_from_ncu_report(act, wanted, rules))
+            if progress is not None and len(actions) in report_at:
+                progress(f"{path.name}: {len(actions)}/{total} kernels read")
+    return actions

@@ -1,0 +1,80 @@
+"""Rule results of a .ncu-rep (field 19 of a ProfileResult), as ncu_report's rule_results_as_dicts lists them."""
+
+from __future__ import annotations
+
+from perfreport.ncu.model import Rule
+from perfreport.ncu.rep.proto import ReportBytes, UnknownLayout, field_text, read_varint, skip_field
+
+# The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
+# numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
+MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
+
+
+def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
+    """One RuleResult: a Rule per item of its body, in order (as ncu_report's rule_results_as_dicts lists them).
+
+    An item holds at most one message (1: text, 2: type) besides focus metrics, tables and speedups; an item
+    without a message is listed too, with type NONE and no text (ncu_report does the same). Plain loops, not
+    iter_fields: a 150-launch report holds ~260 distinct rule results of ~500 bytes.
+    """
+    p, end = span
+    ident = section = ""
+    items: list[tuple[str, str]] = []
+    while p < end:
+        key, p = read_varint(b, p)
+        if key == 1 << 3 | 2 or key == 4 << 3 | 2 or key == 3 << 3 | 2:
+            n, p = read_varint(b, p)
+            if key == 3 << 3 | 2:
+                q, stop = p, p + n
+                while q < stop:  # the body: its items (field 1), each one message at most
+                    k1, q = read_varint(b, q)
+                    if k1 == 1 << 3 | 2:
+                        n1, q = read_varint(b, q)
+                        items.append(_message(b, q, q + n1))
+                        q += n1
+                    else:
+                        q = skip_field(b, q, k1)
+                if q != stop:
+                    raise UnknownLayout(f"rule body ends at byte {q}, its size says {stop}")
+            elif key == 1 << 3 | 2:
+                ident = field_text(b, (p, p + n))
+            else:
+                section = field_text(b, (p, p + n))
+            p += n
+        else:
+            p = skip_field(b, p, key)
+    if p != end:
+        raise UnknownLayout(f"rule result ends at byte {p}, its size says {end}")
+    out.extend(Rule(section, ident, kind, text) for kind, text in items)
+
+
+def _message(b: ReportBytes, p: int, end: int) -> tuple[str, str]:
+    """(type, text) of a rule item b[p:end]: its message (field 1: 1 text, 2 type), if it has one."""
+    kind, text = "0", ""  # a message that stores no type is NONE (the proto default), as ncu_report says
+    while p < end:
+        key, p = read_varint(b, p)
+        if key != 1 << 3 | 2:
+            p = skip_field(b, p, key)
+            continue
+        n, p = read_varint(b, p)
+        q, stop = p, p + n
+        p = stop
+        while q < stop:
+            k3, q = read_varint(b, q)
+            if k3 == 1 << 3 | 2:
+                n3, q = read_varint(b, q)
+                text = field_text(b, (q, q + n3))
+                q += n3
+            elif k3 == 2 << 3 | 0:
+                v3, q = read_varint(b, q)
+                known = MSG_TYPES.get(v3)
+                if known is None:
+                    raise UnknownLayout(f"rule message type {v3} at byte {q}")
+                kind = known
+            else:
+                q = skip_field(b, q, k3)
+        if q != stop:
+            raise UnknownLayout(f"rule message ends at byte {q}, its size says {stop}")
+    if p != end:
+        raise UnknownLayout(f"rule item ends at byte {p}, its size says {end}")
+    return kind, text

@@ -1,0 +1,86 @@
+"""Build one page per cell (cell-<id>.html) and one per comparable group (compare-<field>-<n>.html). No I/O."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from perfreport.site import charts
+from perfreport.site.comparison import Comparison, flatten
+from perfreport.warehouse.gather import CampaignData, CellData
+from perfreport.site.page_model import Chart, Column, Page, Table
+from perfreport.site.campaign_pages import INTERNALS_COLUMNS, JOIN_COLUMNS, KERNEL_COLUMNS, kernel_label, top_stall
+
+C = Column
+CELL_JOIN_KEYS = ("function", "time_share_pct", "sample_share_pct", "total_ms", "time_source", "instances", "ncu_ms",
+                  "ncu_share_pct", "sol_pct", "bound", "amdahl_bound_pct", "amdahl_bound_ms", "matched_sources")
+
+
+def _without_cell(columns: list[Column]) -> list[Column]:
+    """A cell page's tables drop the cell column (every row is this cell's)."""
+    return [c for c in columns if c.key != "cell_id"]
+
+
+def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contexts: dict[str, str]) -> Page:
+    """cell-<id>.html: context (with what the cell overrides), sources, kernels, roofline, time share, internals."""
+    page = Page(f"cell-{cd.id}.html", "cell.html", f"Cell {cd.id}")
+    own = flatten(cd.cell.context)
+    page.add_table(Table("context", "Effective context (campaign defaults + this cell's overrides)", [
+        C("field", "field"), C("value", "value", "value", wrap=True), C("origin", "set by")],
+        [{"field": f, "value": v, "origin": "cell" if own[f] is not None else "campaign"}
+         for f, v in flatten(cd.context).items()]))
+    page.add_table(Table("sources", "Imported captures", [
+        C("id", "source"), C("format", "format"), C("section_set", "set"), C("ncu_version", "ncu"),
+        C("gpu", "GPU"), C("kernels", "kernels", "num"), C("launches", "launches", "num"), C("sha256", "sha256"),
+        C("command_line", "command line", wrap=True)], cd.sources))
+    page.add_table(Table("kernels", "Kernel rows (ncu_kernels.json)", _without_cell(KERNEL_COLUMNS), cd.kernels))
+    model = data.roofline
+    cell_model = replace(model, points=data.points_by_cell.get(cd.id, []), notes=[])
+    if cell_model.points:
+        page.add_chart(Chart("cell-roofline", charts.roofline(cell_model, f"Roofline · {cd.id}",
+                                                              contexts=contexts)))
+    join = data.join_by_cell.get(cd.id, [])
+    page.add_table(Table("join", "Time share and Amdahl bound (kernel_join)",
+                         [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join))
+    rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for k in cd.kernels]
+    page.add_table(Table("internals", "Occupancy, resources and divergence", _without_cell(INTERNALS_COLUMNS), rows))
+    stalls = [r for r in rows if r.get("warp_stalls_pct")]
+    if stalls:
+        page.add_chart(Chart("cell-warp-stalls", charts.warp_stalls(stalls, f"Warp-stall breakdown · {cd.id}")))
+    page.context.update(cell=cd.cell, captures=cd.cell.captures, bundles=cd.bundles,
+                        serving=len(cd.serving), steps=len(cd.steps),
+                        groups=[g for g in groups if cd.id in g.cell_ids])
+    return page
+
+
+def compare_page(data: CampaignData, group: Comparison) -> Page:
+    """compare-<field>-<n>.html: cells equal on every context field but one, side by side per kernel function."""
+    page = Page(f"{group.slug}.html", "compare.html", f"Compare {group.field}")
+    by_id = {cd.id: cd for cd in data.cells}
+    first = flatten(by_id[group.cell_ids[0]].context)
+    page.add_table(Table("varied", f"The varied field: {group.field}", [
+        C("cell_id", "cell"), C("value", group.field, "value")],
+        [{"cell_id": c, "href": f"cell-{c}.html", "value": v} for c, v in zip(group.cell_ids, group.values,
+                                                                               strict=True)],
+        link_key="cell_id"))
+    page.add_table(Table("shared", "Fields shared by every cell of this comparison", [
+        C("field", "field"), C("value", "value", "value", wrap=True)],
+        [{"field": f, "value": v} for f, v in first.items() if f != group.field]))
+    join = {(r["cell_id"], r["function"]): r for c in group.cell_ids for r in data.join_by_cell.get(c, [])}
+    functions = sorted({fn for _, fn in join})
+    timed = any(r.get("time_share_pct") is not None for r in join.values())
+    metric, label = ("time_share_pct", "time share") if timed else ("ncu_ms", "ncu ms")
+    cols: list[Column] = [C("function", "kernel function")]
+    rows: list[dict[str, Any]] = [{"function": fn} for fn in functions]
+    for i, cell in enumerate(group.cell_ids):
+        cols += [C(f"c{i}_{metric}", f"{cell} {label}", "pct" if timed else "ms"),
+                 C(f"c{i}_sol", f"{cell} %SoL", "pct"), C(f"c{i}_bound", f"{cell} bound")]
+        for row in rows:
+            r = join.get((cell, row["function"]), {})
+            row.update({f"c{i}_{metric}": r.get(metric), f"c{i}_sol": r.get("sol_pct"), f"c{i}_bound": r.get("bound")})
+    page.add_table(Table("kernels", "Kernel functions side by side", cols, rows))
+    series = [(f"c{i}_{metric}", cell) for i, cell in enumerate(group.cell_ids)]
+    page.add_chart(Chart("compare-chart", charts.grouped(rows, "function", series, f"{label} per kernel function",
+                                                         label)))
+    page.context.update(group=group)
+    return page

@@ -1,0 +1,134 @@
+"""What one site page is made of, before it is rendered: tables (with their CSV/JSON downloads) and charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+from perfreport.site.templating import FORMATTERS
+
+TABLE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: row key, header label, formatter name (templating.FORMATTERS)."""
+
+    key: str
+    label: str
+    fmt: str = "text"
+    wrap: bool = False  # long free text (descriptions, demangled names): wraps; other cells stay on one line
+
+
+@dataclass
+class Table:
+    """Rows shown as an HTML table and downloadable as CSV and JSON next to the page."""
+
+    id: str
+    title: str
+    columns: Sequence[Column]
+    rows: list[dict[str, Any]]
+    note: str = ""
+    link_key: str | None = None  # a column whose cell links to row["href"]
+    csv_name: str = ""
+    json_name: str = ""
+
+    def csv_text(self) -> str:
+        """Return the rows as CSV (raw values, header = column keys)."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([c.key for c in self.columns])
+        keys = [c.key for c in self.columns]
+        plain = (str, int, float, type(None))
+        for row in self.rows:
+            values = list(map(row.get, keys))
+            writer.writerow(v if v.__class__ in plain else _csv_value(v) for v in values)
+        return buf.getvalue()
+
+    def json_text(self) -> str:
+        """Return the rows as a JSON document (schema_version, table, title, columns, rows), one row per line."""
+        keys = [c.key for c in self.columns]
+        head = {"columns": [{"key": c.key, "label": c.label} for c in self.columns],
+                "schema_version": TABLE_SCHEMA_VERSION, "table": self.id, "title": self.title}
+        lines = [f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+        dump = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+        rows = ",\n".join("    " + _encode_row(dump, dict(zip(keys, map(row.get, keys), strict=True)))
+                           for row in self.rows)
+        return "{\n" + "\n".join(lines) + '\n  "rows": [' + (f"\n{rows}\n  " if rows else "") + "]\n}\n"
+
+    def html_rows(self, limit: int) -> list[list[tuple[str, str | None, bool]]]:
+        """The first `limit` rows as (formatted text, link or None, wraps) per cell.
+
+        Formatting happens here, with the registered formatters, so the template only loops (and escapes).
+        """
+        formatters = [(c.key, FORMATTERS[c.fmt], c.key == self.link_key, c.wrap) for c in self.columns]
+        return [[(f(row.get(key)), row.get("href") if link else None, wrap) for key, f, link, wrap in formatters]
+                for row in self.rows[:limit]]
+
+
+@dataclass
+class Chart:
+    """A plotly figure with a fixed div id (stable across renders)."""
+
+    div_id: str
+    figure: go.Figure
+    note: str = ""
+
+
+@dataclass
+class Missing:
+    """A section with no data: what it would show and what to capture to fill it."""
+
+    what: str
+    capture: list[str]
+
+
+@dataclass
+class Page:
+    """One HTML page of a campaign site: file name, template, title and its parts."""
+
+    filename: str
+    template: str
+    title: str
+    context: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, Table] = field(default_factory=dict)
+    charts: dict[str, Chart] = field(default_factory=dict)
+
+    def add_table(self, table: Table) -> Table:
+        """Register a table; its downloads are named <page stem>.<table id>.csv / .json."""
+        stem = self.filename.rsplit(".", 1)[0]
+        table.csv_name, table.json_name = f"{stem}.{table.id}.csv", f"{stem}.{table.id}.json"
+        self.tables[table.id] = table
+        return table
+
+    def add_chart(self, chart: Chart) -> Chart:
+        """Register a chart under its div id."""
+        self.charts[chart.div_id] = chart
+        return chart
+
+
+def _encode_row(dump: Any, row: dict[str, Any]) -> str:
+    """Encode one row; a non-finite float (never expected) becomes null rather than invalid JSON."""
+    try:
+        return str(dump(row))
+    except ValueError:
+        return str(dump({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}))
+
+
+def _csv_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if v.__class__ is str:
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict | list | tuple):
+        return json.dumps(v, sort_keys=True, ensure_ascii=False)
+    return str(v)

@@ -1,0 +1,213 @@
+"""Stage 4, first half: gather everything a campaign site shows, before anything is written.
+
+Sources: config.yaml (context, cells, krhpa); the DuckDB warehouse (perfreport.warehouse.db) over the cells' JSON:
+table ncu_kernels (every kernel row of every capture), ncu_sources, and the views kernel_join (time shares, %SoL
+and Amdahl bounds per cell and kernel function) and unmatched_kernels; evidence
+bundles named by a cell's captures (inference_perfbench_v1.json: serving `results`, `step_budget`) and the
+speed-of-light ceilings. Everything is sorted here, so the pages built from it are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from perfreport.bundle.layout import BUNDLE_JSON
+from perfreport.config.campaign import Campaign, Cell, load_campaign
+from perfreport.config.ceilings import Ceilings, load_ceilings
+from perfreport.errors import InputError
+from perfreport.warehouse.db import open_campaign
+from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
+
+SERVING_GROUPS = (("throughput", ("throughput", "tok_s", "tokens_per_s", "req_s")), ("ttft", ("ttft",)),
+                  ("tpot", ("tpot", "itl")))
+
+
+@dataclass
+class CellData:
+    """One cell: its effective context, every ncu kernel row, and what its bundles add."""
+
+    cell: Cell
+    context: dict[str, Any]
+    kernels: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    bundles: list[str] = field(default_factory=list)
+    serving: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """Return the cell id."""
+        return self.cell.id
+
+
+@dataclass
+class CampaignData:
+    """Everything the site renders for one campaign."""
+
+    campaign: Campaign
+    ceilings: Ceilings
+    cells: list[CellData]
+    join: list[dict[str, Any]]  # kernel_join rows + family, ncu_ms, ncu_share_pct
+    unmatched: list[dict[str, Any]]
+    roofline: RooflineModel
+
+    @cached_property
+    def join_by_cell(self) -> dict[str, list[dict[str, Any]]]:
+        """kernel_join rows per cell id."""
+        return _by_cell(self.join)
+
+    @cached_property
+    def points_by_cell(self) -> dict[str, list[RoofPoint]]:
+        """Roofline points per cell id."""
+        out: dict[str, list[RoofPoint]] = {}
+        for p in self.roofline.points:
+            out.setdefault(p.cell_id, []).append(p)
+        return out
+
+    def timed(self, cell_id: str) -> bool:
+        """Return True when the cell has an imported time share or sample share."""
+        return any(r.get("time_share_pct") is not None or r.get("sample_share_pct") is not None
+                   for r in self.join_by_cell.get(cell_id, []))
+
+    @property
+    def has_time_shares(self) -> bool:
+        """Return True when any cell has an imported time share or sample share."""
+        return any(r.get("time_share_pct") is not None or r.get("sample_share_pct") is not None for r in self.join)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read it as JSON ({exc}); expected an evidence bundle's "
+                         f"{BUNDLE_JSON} (docs/bundle.md). Fix or remove the file, then render again.") from exc
+
+
+def _bundle_jsons(campaign: Campaign, cell: Cell) -> list[Path]:
+    """inference_perfbench_v1.json files of the bundles a cell's captures name (or sit inside), and cells/<id>/."""
+    found: list[Path] = []
+    candidates = [cell.cell_dir(campaign)]
+    for capture in cell.capture_paths(campaign):
+        candidates += [capture] + list(capture.parents)[:3]
+    for folder in candidates:
+        path = folder / BUNDLE_JSON
+        if path.is_file() and path not in found:
+            found.append(path)
+    return found
+
+
+def _numbers(obj: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, v in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(v, Mapping):
+            out.update(_numbers(v, f"{name}."))
+        elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            out[name] = float(v)
+    return out
+
+
+def serving_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """Numeric fields of one free-form `results` entry whose names say throughput, TTFT or TPOT/ITL."""
+    metrics = {}
+    for name, v in _numbers(result).items():
+        low = name.lower()
+        if any(token in low for _, tokens in SERVING_GROUPS for token in tokens):
+            metrics[name] = v
+    return metrics
+
+
+def _bundle_rows(cell_id: str, paths: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    serving: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    for path in paths:
+        data = _read_json(path)
+        if not isinstance(data, Mapping):
+            continue
+        bundle = str(data.get("bundle_id") or path.parent.name)
+        for i, result in enumerate(data.get("results") or []):
+            if isinstance(result, Mapping) and (metrics := serving_metrics(result)):
+                label = result.get("name") or result.get("label") or f"results[{i}]"
+                serving.append({"cell_id": cell_id, "bundle": bundle, "result": str(label), **metrics})
+        for i, step in enumerate(data.get("step_budget") or []):
+            busy, gap = (step.get("gpu_busy_ms"), step.get("host_gap_ms")) if isinstance(step, Mapping) else (None,) * 2
+            if isinstance(busy, int | float) and isinstance(gap, int | float):
+                steps.append({"cell_id": cell_id, "bundle": bundle, "step": str(step.get("step", i)),
+                              "gpu_busy_ms": float(busy), "host_gap_ms": float(gap),
+                              "host_share_pct": 100.0 * gap / (busy + gap) if busy + gap > 0 else None})
+    return serving, steps
+
+
+KERNEL_SQL = (
+    "SELECT k.* EXCLUDE (per_launch, stats, ncu_peaks, flops, launch_ids, kernel_id, section_set), "
+    "k.kernel_id AS id, coalesce(k.section_set, s.format, '?') AS source_set "
+    "FROM ncu_kernels k LEFT JOIN ncu_sources s ON s.cell_id = k.cell_id AND s.source = k.source "
+    "ORDER BY k.cell_id, k.kernel_id"
+)
+JSON_COLUMNS = ("warp_stalls_pct", "block_limits")
+
+
+def _dicts(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _warehouse(campaign_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Kernel rows, sources, kernel_join (+ ncu_ms, ncu_share_pct) and unmatched_kernels from the warehouse."""
+    con = open_campaign(campaign_dir)
+    try:
+        kernels = _dicts(con, KERNEL_SQL)
+        for k in kernels:
+            for col in JSON_COLUMNS:
+                k[col] = json.loads(k[col]) if isinstance(k[col], str) else k[col]
+        join = _dicts(con, "SELECT *, ncu_duration_ns * ncu_launches / 1e6 AS ncu_ms FROM kernel_join "
+                           "ORDER BY cell_id, function")
+        totals: dict[str, float] = {}
+        for r in join:
+            totals[r["cell_id"]] = totals.get(r["cell_id"], 0.0) + (r["ncu_ms"] or 0.0)
+        for r in join:
+            whole = totals[r["cell_id"]]
+            r["ncu_share_pct"] = 100.0 * r["ncu_ms"] / whole if r["ncu_ms"] is not None and whole > 0 else None
+        return {
+            "kernels": kernels, "join": join,
+            "sources": _dicts(con, "SELECT * FROM ncu_sources ORDER BY cell_id, source"),
+            "unmatched": _dicts(con, "SELECT * FROM unmatched_kernels ORDER BY cell_id, function, missing_from"),
+        }
+    finally:
+        con.close()
+
+
+def _by_cell(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["cell_id"], []).append(row)
+    return out
+
+
+def gather(campaign_dir: Path) -> CampaignData:
+    """Load the campaign, its cells' kernels and bundles, the warehouse join and the roofline model."""
+    campaign = load_campaign(campaign_dir)
+    ceilings = load_ceilings(campaign.ceilings_override)
+    ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
+    wh = _warehouse(campaign.dir)
+    kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])
+    cells = []
+    for cell in sorted(campaign.cells, key=lambda c: c.id):
+        paths = _bundle_jsons(campaign, cell)
+        serving, steps = _bundle_rows(cell.id, paths)
+        cells.append(CellData(cell, cell.effective_context(campaign), kernels.get(cell.id, []),
+                              sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps))
+    join, unmatched = wh["join"], wh["unmatched"]
+    shares = {(r["cell_id"], r["function"]): r["time_share_pct"] for r in join if r.get("time_share_pct") is not None}
+    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares)
+    return CampaignData(campaign, ceilings, cells, join, unmatched, model)
+

@@ -1,0 +1,178 @@
+"""Roofline model: which roofs to draw (by key path) and where each kernel sits, from ncu rows and ceilings.
+
+Pure (no I/O). A kernel with measured arithmetic intensity is a point (AI, achieved TFLOP/s). A kernel without
+it (a `--set basic` capture) has no roofline position: it is placed in a separate "AI unmeasured" band at
+y = sm_throughput_pct / 100 x its family's compute ceiling, marked hollow and described as "%SoL only". SM busy
+is the busiest SM sub-unit, not a FLOP rate, so such a point is never called "at roof".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfreport.config.ceilings import CeilingRef, Ceilings
+from perfreport.errors import PerfReportError
+
+FAR_BELOW_PCT = 10.0  # a measured kernel under this % of the roof at its AI is annotated
+NEAR_ROOF_PCT = 80.0
+_LEVEL_RE = {"l2": re.compile(r"(^|_)l2(_|$)"), "l1": re.compile(r"(^|_)l1(tex)?(_|$)")}
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One drawn roof: its key path, peak value (TFLOP/s or TB/s) and level (compute, dram, l2, l1)."""
+
+    key: str
+    value: float
+    level: str  # "compute" | "dram" | "l2" | "l1"
+
+    @property
+    def is_memory(self) -> bool:
+        """Return True for a bandwidth roof (a diagonal on the log-log plot)."""
+        return self.level != "compute"
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    """One kernel row placed on the roofline."""
+
+    cell_id: str
+    kernel_id: str
+    function: str
+    family: str
+    source: str  # section set of the capture ("full", "basic", ...) or the file id
+    measured: bool  # True: x = measured AI; False: hollow marker in the "AI unmeasured" band
+    ai: float | None
+    tflops: float
+    ceiling_key: str  # the compute ceiling the kernel is judged against (hollow: the one y is scaled by)
+    ceiling_value: float
+    pct_of_roof: float | None  # measured only: achieved / min(ceiling, AI x HBM roof)
+    sm_pct: float | None
+    sol_pct: float | None
+    sol_key: str | None
+    bound: str | None
+    duration_ns: float | None
+    launches: int
+    ai_l2: float | None = None
+    time_share_pct: float | None = None
+
+
+@dataclass
+class RooflineModel:
+    """Roofs, points and notes (kernels left off and why) for one hardware token."""
+
+    hardware: str
+    roofs: list[Roof]
+    points: list[RoofPoint]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def memory_roof(self) -> Roof | None:
+        """Return the DRAM roof, if the hardware has one."""
+        return next((r for r in self.roofs if r.level == "dram"), None)
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
+def _compute_ref(ceilings: Ceilings, hw: str, family: str, dtype: str | None, notes: list[str]) -> CeilingRef | None:
+    """The family's compute ceiling (tensor dtype when measured); CUDA-core fp32 for memory families."""
+    try:
+        ref = ceilings.ceiling_for(hw, family, dtype)
+    except PerfReportError as exc:
+        notes.append(str(exc.message))
+        ref = None
+    if ref is not None and ref.kind == "compute":
+        return ref
+    return _fp32(ceilings, hw)
+
+
+def _fp32(ceilings: Ceilings, hw: str) -> CeilingRef | None:
+    key = f"{hw}.fp32_tflops"
+    if key not in ceilings.key_paths(hw):
+        return None
+    return CeilingRef(key=key, value=ceilings.value(key), kind="compute", unit="tflops")
+
+
+def _level_roofs(ceilings: Ceilings, hw: str, kernels: list[Mapping[str, Any]], notes: list[str]) -> list[Roof]:
+    """L2 / L1 bandwidth roofs when kernels carry hierarchical traffic and the ceilings have such a key."""
+    roofs = []
+    for level, field_name in (("l2", "ai_l2"), ("l1", "ai_l1")):
+        if not any(_positive(k.get(field_name)) for k in kernels):
+            continue
+        keys = [p for p in ceilings.key_paths(hw)
+                if p.endswith("_tbps") and _LEVEL_RE[level].search(p.rsplit(".", 1)[1])]
+        usable = []
+        for key in keys:
+            entry = ceilings.entry(key)
+            if entry.get("value") is not None:
+                usable.append(Roof(key, float(entry["value"]), level))
+        if usable:
+            roofs.extend(usable)
+        else:
+            notes.append(f"kernels carry {level.upper()} traffic ({field_name}) but the ceilings have no "
+                         f"{level}_*_tbps key for {hw}: add a measured one under {hw}.empirical in a ceilings "
+                         f"override to draw the {level.upper()} roof.")
+    return roofs
+
+
+def build_roofline(
+    kernels: Iterable[Mapping[str, Any]],
+    ceilings: Ceilings,
+    hardware: str,
+    time_shares: Mapping[tuple[str, str], float] | None = None,
+) -> RooflineModel:
+    """Place kernel rows (each with cell_id and source_set) on the roofline of `hardware`.
+
+    time_shares maps (cell_id, function) to a time share in % (marker size); missing means unknown.
+    """
+    rows = sorted(kernels, key=lambda k: (k["cell_id"], k["id"]))
+    shares = time_shares or {}
+    notes: list[str] = []
+    refs: dict[str, Roof] = {}
+    hbm_key = f"{hardware}.hbm_tbps"
+    hbm = ceilings.value(hbm_key) if hbm_key in ceilings.key_paths(hardware) else None
+    if hbm is not None:
+        refs[hbm_key] = Roof(hbm_key, hbm, "dram")
+    fp32 = _fp32(ceilings, hardware)
+    if fp32 is not None:
+        refs[fp32.key] = Roof(fp32.key, fp32.value, "compute")
+    points = []
+    for k in rows:
+        measured = bool(k.get("ai_measured")) and _positive(k.get("arithmetic_intensity"))
+        dtype = k.get("tensor_dtype") if measured else None
+        ref = _compute_ref(ceilings, hardware, k["family"], dtype, notes)
+        label = f"{k['cell_id']} / {k['id']} {k['function']}"
+        if ref is None:
+            notes.append(f"{label}: no compute ceiling for {hardware}; not drawn.")
+            continue
+        if measured:
+            if not _positive(k.get("achieved_tflops")):
+                notes.append(f"{label}: measured AI but 0 TFLOP/s; a log axis cannot show it.")
+                continue
+            ai, y = float(k["arithmetic_intensity"]), float(k["achieved_tflops"])
+            attainable = min(ref.value, ai * hbm) if hbm is not None else ref.value
+            pct_of_roof: float | None = 100.0 * y / attainable
+        else:
+            if k.get("ai_measured"):
+                notes.append(f"{label}: AI measured as 0 (no floating-point work); shown in the unmeasured band.")
+            if not _positive(k.get("sm_throughput_pct")):
+                notes.append(f"{label}: neither AI nor SM throughput captured; not drawn.")
+                continue
+            ai, y, pct_of_roof = None, float(k["sm_throughput_pct"]) / 100.0 * ref.value, None
+        refs.setdefault(ref.key, Roof(ref.key, ref.value, "compute"))
+        points.append(RoofPoint(
+            cell_id=k["cell_id"], kernel_id=k["id"], function=k["function"], family=k["family"],
+            source=str(k.get("source_set") or k.get("source") or ""), measured=measured, ai=ai, tflops=y,
+            ceiling_key=ref.key, ceiling_value=ref.value, pct_of_roof=pct_of_roof,
+            sm_pct=k.get("sm_throughput_pct"), sol_pct=k.get("sol_pct"), sol_key=k.get("sol_ceiling_key"),
+            bound=k.get("bound"), duration_ns=k.get("duration_ns"), launches=int(k.get("launches") or 1),
+            ai_l2=k.get("ai_l2"), time_share_pct=shares.get((k["cell_id"], k["function"])),
+        ))
+    roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
+    roofs += _level_roofs(ceilings, hardware, rows, notes)
+    return RooflineModel(hardware, roofs, points, sorted(set(notes)))
