@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CAMPAIGN ?= campaigns/h200-decoder-layer
 
-.PHONY: demo test venv browser lint clean
+.PHONY: demo test venv browser lint docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,9 +20,13 @@ browser:
 demo: venv
 	$(BIN)/perftunereport demo --campaign $(CAMPAIGN)
 
+# ruff and mypy; lint-imports holds the stages' import contract (pyproject.toml [tool.importlinter]); deptry fails on a
+# dependency declared but never imported, or imported but not declared.
 lint: venv
 	$(BIN)/ruff check perfreport tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/deptry .
 
 test: venv browser lint
 	$(BIN)/pytest

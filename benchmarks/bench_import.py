@@ -243,7 +243,8 @@ def main() -> int:
                                                      small)
         # the same at --kernels scale: the reports replicated by kernel (benchmarks/rep_replicate.py), the raw
         # CSVs by row. The full-set one is the very kernels of the big raw CSV above (oracle_full, cycled).
-        from rep_replicate import write_replicated
+        sys.path.insert(0, str(ROOT))  # run as a script: the repository root holds the benchmarks package
+        from benchmarks.rep_replicate import write_replicated
         basic_csv = work / "basic-at-scale-raw.csv"
         build_raw(basic_csv, args.kernels, ORACLE / "many" / "many_basic-raw.csv.gz")
         for key, src_rep, big_csv, label in (

@@ -111,9 +111,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_render import build
-
+    from benchmarks.bench_render import build
     from perfreport.lake.query import lake_query
 
     with tempfile.TemporaryDirectory(prefix="bench-lake-") as tmp:

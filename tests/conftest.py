@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from perfreport.cli.main import cli
-from perfreport.ncu.importer import import_campaign
+from perfreport.warehouse.campaign_import import import_campaign
 from perfreport.site.render import RenderResult, report_render
 
 ROOT = Path(__file__).resolve().parents[1]

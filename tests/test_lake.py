@@ -18,7 +18,7 @@ from perfreport.config.campaign import context_value_problem
 from perfreport.lake.gate import GateError, context_problems
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake, resolve_lake
-from perfreport.ncu.importer import import_campaign
+from perfreport.warehouse.campaign_import import import_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"

@@ -231,8 +231,9 @@ def bundle_init_cmd(bundle_id: str, root: Path) -> None:
 def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
     """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
     from perfreport.cli.printing import print_import_summary, print_render_summary, print_timeshare_summary
-    from perfreport.ncu.importer import ImportResult, import_campaign
+    from perfreport.ncu.importer import ImportResult
     from perfreport.site.render import report_render
+    from perfreport.warehouse.campaign_import import import_campaign
 
     for result in import_campaign(campaign_dir):
         if isinstance(result, ImportResult):

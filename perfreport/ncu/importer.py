@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.bundle.layout import captured_at, fill_kernel_internals, find_profiles, is_bundle, one_per_capture
-from perfreport.config.campaign import Campaign, load_campaign
+from perfreport.config.campaign import load_campaign
 from perfreport.config.ceilings import load_ceilings
 from perfreport.errors import PerfReportError
 from perfreport.ids import check_id
@@ -158,21 +158,3 @@ def _internals(k: dict[str, Any]) -> dict[str, Any]:
         "smem_per_block_bytes": k["smem_per_block_bytes"],
         "block_limit_factor": k["block_limit_factor"],
     }
-
-
-def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress | None = None) -> list[Any]:
-    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace) and `samples:` (`make demo`)."""
-    from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
-
-    campaign: Campaign = load_campaign(campaign_dir, strict=strict)
-    results: list[Any] = []
-    for cell in campaign.cells:
-        for capture in cell.capture_paths(campaign):
-            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict, progress=progress))
-        for timeline in cell.timeline_paths(campaign):
-            is_torch = timeline.name.endswith((".json", ".json.gz"))
-            importer = import_torch_trace if is_torch else import_nsys
-            results.append(importer(campaign_dir, cell.id, timeline))
-        for samples in cell.sample_paths(campaign):
-            results.append(import_samples(campaign_dir, cell.id, samples))
-    return results

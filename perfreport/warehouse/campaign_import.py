@@ -1,0 +1,29 @@
+"""Import a whole campaign: every cell's captures (ncu), timelines (nsys, torch trace) and samples, as its config
+names them; what `make demo` and the warehouse's callers run before they query.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfreport.config.campaign import Campaign, load_campaign
+from perfreport.ncu.importer import import_ncu
+from perfreport.progress import Progress
+from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
+
+
+def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress | None = None) -> list[Any]:
+    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace) and `samples:` (`make demo`)."""
+    campaign: Campaign = load_campaign(campaign_dir, strict=strict)
+    results: list[Any] = []
+    for cell in campaign.cells:
+        for capture in cell.capture_paths(campaign):
+            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict, progress=progress))
+        for timeline in cell.timeline_paths(campaign):
+            is_torch = timeline.name.endswith((".json", ".json.gz"))
+            importer = import_torch_trace if is_torch else import_nsys
+            results.append(importer(campaign_dir, cell.id, timeline))
+        for samples in cell.sample_paths(campaign):
+            results.append(import_samples(campaign_dir, cell.id, samples))
+    return results
