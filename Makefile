@@ -23,7 +23,7 @@ demo: venv
 # ruff and mypy; lint-imports holds the stages' import contract (pyproject.toml [tool.importlinter]); deptry fails on a
 # dependency declared but never imported, or imported but not declared.
 lint: venv
-	$(BIN)/ruff check perfreport tests benchmarks
+	$(BIN)/ruff check perfreport tests benchmarks device
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/deptry .

@@ -59,7 +59,7 @@ server_case() {  # server_case NAME RELEASE_MODE
 server_case graph graph
 server_case node node
 log "micro probe: graph with a matmul, replayed on a second thread; graph-mode release, then node -k regex:nvjet"
-PROBE_THREAD=1 PROBE_MATMUL=1 $NCU --mode launch --target-processes all python3 tests/data/h200_capture/graph_attach_probe.py 40 > /tmp/probe.txt 2>&1 &
+PROBE_THREAD=1 PROBE_MATMUL=1 $NCU --mode launch --target-processes all python3 device/h200_capture/graph_attach_probe.py 40 > /tmp/probe.txt 2>&1 &
 sleep 12
 log "micro release, --graph-profiling graph"; attach 7 --graph-profiling graph -k regex:^no_such$ -c 1
 sleep 3

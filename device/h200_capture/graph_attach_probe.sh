@@ -12,7 +12,7 @@ attach() {  # attach ARGS...: run an attach for 7 s, then SIGINT its process gro
   setsid $NCU --mode attach --hostname 127.0.0.1 "$@" > /tmp/att.txt 2>&1 & local P=$!
   sleep 7; kill -INT -- -$P 2>/dev/null; wait $P; echo "rc=$?" >> /tmp/att.txt; grep -E '==PROF==|==ERROR==|==WARNING==|rc=' /tmp/att.txt >> $L
 }
-$NCU --mode launch --target-processes all python3 tests/data/h200_capture/graph_attach_probe.py 44 > /tmp/probe.txt 2>&1 &
+$NCU --mode launch --target-processes all python3 device/h200_capture/graph_attach_probe.py 44 > /tmp/probe.txt 2>&1 &
 sleep ${FIRST_SLEEP:-4}
 log "release attach, --graph-profiling graph"; attach --graph-profiling graph -k regex:^no_such$ -c 1
 sleep 3

@@ -9,7 +9,7 @@ W=/tmp/rel; rm -rf $W; mkdir -p $W
 L=$OUT/release_probe.log
 log() { echo "--- $*" >> $L; }
 log "ncu: $($NCU --version | tail -1); wrapper tail:"; tail -5 $NCU >> $L
-$NCU --mode launch --target-processes all python3 tests/data/k8s/release_probe.py 40 > $W/target.log 2>&1 &
+$NCU --mode launch --target-processes all python3 device/k8s/release_probe.py 40 > $W/target.log 2>&1 &
 sleep 15; log "15 s after launch, target output:"; cat $W/target.log >> $L
 for i in 1 2 3; do
   timeout 60 python3 -m perfreport capture release --ncu $NCU --log $W/rel$i.txt --attempts 3 >> $L 2>&1

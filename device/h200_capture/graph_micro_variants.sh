@@ -17,7 +17,7 @@ attach() {
 }
 variant() {  # variant THREAD MATMUL RELEASE_MODE
   log "variant thread=$1 matmul=$2 release=$3"
-  PROBE_THREAD=$1 PROBE_MATMUL=$2 $NCU --mode launch --target-processes all python3 tests/data/h200_capture/graph_attach_probe.py 36 > /tmp/probe.txt 2>&1 &
+  PROBE_THREAD=$1 PROBE_MATMUL=$2 $NCU --mode launch --target-processes all python3 device/h200_capture/graph_attach_probe.py 36 > /tmp/probe.txt 2>&1 &
   local TP=$!
   sleep 10
   log "release ($3)"; attach 6 --graph-profiling $3 -k regex:^no_such$ -c 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run (H200, ncu 2025.3.1), from the repo root: `capture k8s run --method sister` end to end with REAL ncu
-# and a REAL two-worker CUDA server (tests/data/k8s/tp_server.py: a non-CUDA HTTP parent, 2 CUDA workers, /health
+# and a REAL two-worker CUDA server (device/k8s/tp_server.py: a non-CUDA HTTP parent, 2 CUDA workers, /health
 # 200 only when both run), the kubectl being tests/data/k8s/node_kubectl (this node as the cluster: it starts the
 # sister's container command locally). Run 1: workers inferred from --tensor-parallel-size 2 (two exact-port
 # releases), then a full-set capture of the bf16 GEMM. Run 2: --workers 1 on the same server: one release, so

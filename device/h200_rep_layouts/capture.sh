@@ -7,7 +7,7 @@ set -u
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 W=/tmp/lay; rm -rf $W; mkdir -p $W
 export PYTHONUNBUFFERED=1
-P=tests/data/h200_rep_layouts/workload.py
+P=device/h200_rep_layouts/workload.py
 C="--clock-control none --profile-from-start off -f"
 run() { name=$1; shift; timeout 240 $NCU ${C} "$@" -o $W/$name python3 $P ${EXTRA:-} > $W/$name.log 2>&1; echo "rc=$?" >> $W/$name.log; }
 run roofline --set roofline

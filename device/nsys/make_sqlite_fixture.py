@@ -7,7 +7,7 @@ StringIds; CUPTI_ACTIVITY_KIND_MEMSET), and every row is a real kernel (or memse
 CUPTI in tests/data/torch/workload_torch_trace.json.gz (kineto `ts`/`dur` in us -> ns). mangledName is
 the demangled-name id (kineto does not record mangled names). Re-create with:
 
-    .venv/bin/python tests/data/nsys/make_sqlite_fixture.py
+    .venv/bin/python device/nsys/make_sqlite_fixture.py
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-HERE = Path(__file__).parent
-TRACE = HERE.parent / "torch" / "workload_torch_trace.json.gz"
-OUT = HERE / "h200_workload_as_nsys_export.sqlite"
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"  # the fixtures it reads and writes
+TRACE = DATA / "torch" / "workload_torch_trace.json.gz"
+OUT = DATA / "nsys" / "h200_workload_as_nsys_export.sqlite"
 
 SCHEMA = """
 CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);

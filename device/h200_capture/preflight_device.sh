@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run for `capture preflight` (not yet run): records what the preflight reads on the H200, and runs it.
-# Run from the repo root on the GPU machine:  OUT=/some/dir PYTHONPATH=. bash tests/data/h200_capture/preflight_device.sh
+# Run from the repo root on the GPU machine:  OUT=/some/dir PYTHONPATH=. bash device/h200_capture/preflight_device.sh
 # Writes into $OUT (7 files):
 #   ncu_help.txt               `ncu --help` (replaces the fake ncu's RECONSTRUCTED_HELP: copy it to
 #                              tests/data/h200_capture/ncu_help.txt and tests/data/fake_ncu/ncu prints it instead)

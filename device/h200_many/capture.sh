@@ -11,7 +11,7 @@ W=/tmp/many; rm -rf $W; mkdir -p $W
 for set in basic full; do
   n=40; [ $set = full ] && n=24
   s=$(date +%s.%N)
-  $NCU --set $set -k regex:elementwise --launch-count $n -o $W/many_$set python3 tests/data/h200_many/many.py > $W/many_$set.log 2>&1
+  $NCU --set $set -k regex:elementwise --launch-count $n -o $W/many_$set python3 device/h200_many/many.py > $W/many_$set.log 2>&1
   log "capture $set ($n launches) rc=$? $(echo "$(date +%s.%N) - $s" | bc) s"; tail -3 $W/many_$set.log >> $L
   s=$(date +%s.%N); $NCU --import $W/many_$set.ncu-rep --csv --page raw > $W/many_$set-raw.csv 2>> $L
   log "ncu --import --page raw rc=$? $(echo "$(date +%s.%N) - $s" | bc) s"
@@ -26,7 +26,7 @@ log "oracle_full.ncu-rep (plain) --import raw rc=$? $(echo "$(date +%s.%N) - $s"
 gzip -k $W/many_*.ncu-rep; cp $W/many_*.ncu-rep.gz $W/*.csv $W/many_*.log $OUT/ 2>/dev/null
 # per-port release of a vLLM-shaped target: a non-CUDA parent, 2 CUDA workers
 R=/tmp/rel; rm -rf $R; mkdir -p $R
-$NCU --mode launch --target-processes all python3 tests/data/k8s/release_probe.py 30 > $R/target.log 2>&1 &
+$NCU --mode launch --target-processes all python3 device/k8s/release_probe.py 30 > $R/target.log 2>&1 &
 sleep 12; log "12 s after launch, target output:"; cat $R/target.log >> $L
 timeout 120 python3 -m perfreport capture release --ncu $NCU --workers 2 --log $R/rel.txt --attempts 10 >> $L 2>&1
 log "release --workers 2 rc=$?"; for f in $R/rel.port*.txt; do log "$f"; cat $f >> $L; done

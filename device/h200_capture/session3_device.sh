@@ -23,5 +23,5 @@ ls -laR /tmp/co > $OUT/overhead2/listing.txt 2>&1
 find /tmp/co/bundle -name '*.ncu-rep' -exec gzip -9 {} \; 2>/dev/null; cp -r /tmp/co/bundle $OUT/overhead2/ 2>/dev/null
 pkill -f serve_llama 2>/dev/null; sleep 2
 # (2) release probe
-OUT=$OUT timeout 100 bash tests/data/k8s/release_probe.sh; echo "probe rc=$?" >> $OUT/release_probe.log
+OUT=$OUT timeout 100 bash device/k8s/release_probe.sh; echo "probe rc=$?" >> $OUT/release_probe.log
 tail -40 $OUT/overhead2/capture_overhead.log; tail -30 $OUT/release_probe.log

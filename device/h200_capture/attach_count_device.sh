@@ -8,7 +8,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 O=$OUT/attach_count; mkdir -p $O; B=/tmp/acb; rm -rf $B; L=$O/attach_count.log
 run() { echo "+ $*" >> $L; "$@" >> $L 2>&1; echo "rc=$?" >> $L; }
-$NCU --mode launch --target-processes all python3 tests/data/h200_capture/graph_attach_probe.py 40 > $O/target.txt 2>&1 &
+$NCU --mode launch --target-processes all python3 device/h200_capture/graph_attach_probe.py 40 > $O/target.txt 2>&1 &
 TP=$!
 sleep 8
 run python3 -m perfreport capture release --ncu $NCU --log $O/release.ncu-output.txt

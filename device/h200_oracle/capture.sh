@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $W/nvidia-smi.txt
 $NCU --version > $W/ncu-version.txt
 python3 -c "import torch,triton;print(torch.__version__, triton.__version__)" > $W/versions.txt
-O=tests/data/h200_oracle/oracle.py
+O=device/h200_oracle/oracle.py
 COMMON="--clock-control none --profile-from-start off --target-processes all -f"
 for set in full basic; do
   $NCU $COMMON --set $set -o $W/oracle/oracle_$set python3 $O --manifest $W/oracle/oracle_manifest.json > $W/oracle/oracle_$set.log 2>&1

@@ -1,5 +1,5 @@
 """A stream of small elementwise kernels (torch mul/add on 1M floats): a report with many kernels, for progress
-and per-kernel read cost. Run under ncu with --launch-count N (tests/data/h200_many/capture.sh)."""
+and per-kernel read cost. Run under ncu with --launch-count N (device/h200_many/capture.sh)."""
 
 import torch
 

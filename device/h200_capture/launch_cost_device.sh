@@ -4,7 +4,7 @@
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
-L=$OUT/launch_cost.log; S=tests/data/h200_capture/launch_cost.py
+L=$OUT/launch_cost.log; S=device/h200_capture/launch_cost.py
 log() { echo "--- $*" >> $L; }
 for i in 1 2; do log "plain $i"; python3 $S plain >> $L 2>&1; done
 log "under ncu --mode launch --target-processes all, released by one empty attach"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device run (H200, ncu 2025.3.1), from the repo root: the per-launch cost of a process under `ncu --mode launch`
 # once the release attach has detached, and with --graph-profiling graph on the attach side. Writes $OUT/launch_cost_detached.log
-export PYTHONPATH=$PWD; NCU=/usr/local/cuda/bin/ncu; S=tests/data/h200_capture/launch_cost.py; L=$OUT/launch_cost_detached.log
+export PYTHONPATH=$PWD; NCU=/usr/local/cuda/bin/ncu; S=device/h200_capture/launch_cost.py; L=$OUT/launch_cost_detached.log
 echo "--- ncu --mode launch, release attach (capture release), measured 10 s after the first CUDA call (detached)" >> $L
 $NCU --mode launch --target-processes all python3 $S launched-detached 10 > /tmp/l1.log 2>&1 & sleep 6
 timeout 40 python3 -m perfreport capture release --ncu $NCU --log /tmp/r1.txt --attempts 3 >> $L 2>&1; wait; cat /tmp/l1.log >> $L

@@ -26,7 +26,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         pass
 PY
 }
-$NCU --mode launch --target-processes all python3 tests/data/k8s/release_probe.py 20 > $R/target.log 2>&1 &
+$NCU --mode launch --target-processes all python3 device/k8s/release_probe.py 20 > $R/target.log 2>&1 &
 T=$!
 sleep 20; log "20 s after launch, target output:"; cat $R/target.log >> $L; log "listeners:"; listeners
 try() {  # $1 label, rest: extra attach options

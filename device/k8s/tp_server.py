@@ -5,7 +5,7 @@ Like vLLM with tensor parallelism (an API process, one worker per GPU), only the
 released. GET /health answers 200 only once every worker has run its bf16 GEMM loop (a readinessProbe target);
 GET /stats gives the iterations per worker. Runs for --seconds, or until SIGTERM.
 
-  python3 tests/data/k8s/tp_server.py --port 8000 --tensor-parallel-size 2 --seconds 300
+  python3 device/k8s/tp_server.py --port 8000 --tensor-parallel-size 2 --seconds 300
 """
 
 from __future__ import annotations
