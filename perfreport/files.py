@@ -31,7 +31,7 @@ def dumps_json(data: Any) -> str:
     """Serialize deterministically: sorted keys, no NaN, trailing newline.
 
     A top-level object gets one key per line and one line per record of its lists of objects (one kernel per
-    line: diffs stay readable, and the C encoder is used: an indented dump of 2,000 kernels is 3x slower).
+    line: diffs stay readable, and json's C encoder is used, which `indent` would turn off; docs/benchmarks.md).
     """
     if not isinstance(data, dict):
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

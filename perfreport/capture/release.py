@@ -5,15 +5,12 @@ that way never becomes ready by itself. Releasing it is one attach session that 
 `==PROF== Connected to process`, hold briefly so the target passes its first CUDA call, then SIGINT our own ncu,
 which detaches and leaves the target running (fact 2). Later captures attach again (fact 3).
 
-`graph_profiling="graph"` releases with `--graph-profiling graph`. Measured on the H200 (ncu 2025.3.1,
-tests/data/h200_capture/launch_cost/): a launched process whose attaches were all graph-mode replays CUDA graphs
-at 1.2-1.8 us per kernel (0.93 us un-profiled); from its first node-mode attach on (ncu's default, and what
-profiling a kernel inside a graph needs) every graph-replayed kernel costs ~55-60 us for the rest of its life, and
-a later graph-mode attach does not bring the speed back. Eager launches cost ~70-100 us under ncu in every state.
-The default stays node mode: after a graph-mode release the first node-mode attach on a graph-replaying
-process connected, profiled nothing and left the process refusing every later attach in 6 of 10 processes;
-after a node-mode release, 0 of 6 (graph_server_probe/, overhead3/; docs/capture.md). Graph mode is for a
-server that must serve fast between release and capture and whose captures are graph-mode or of eager kernels.
+`graph_profiling="graph"` releases with `--graph-profiling graph`: a process whose attaches were all graph-mode
+keeps replaying CUDA graphs near full speed, while its first node-mode attach (ncu's default, needed to profile a
+kernel inside a graph) makes every graph-replayed kernel slow for the rest of its life. The default stays node
+mode, because a node-mode attach after a graph-mode release can wedge a graph-replaying process (it then refuses
+every later attach). Graph mode is for a server that must serve fast between release and capture and whose
+captures are graph-mode or of eager kernels. The measurements are in docs/capture.md ("What a process under ncu costs").
 """
 
 from __future__ import annotations

@@ -185,10 +185,9 @@ class NcuSession:
         """Send SIGINT to our ncu's process group (it writes the report, detaches and ends by the signal: rc -2).
 
         The group, not the pid: /usr/local/cuda/bin/ncu is a shell script that runs the real ncu as its child
-        without exec, and a SIGINT to the script alone never reaches ncu (on the H200 the release attach then
-        ignored SIGINT for 60 s; the SIGTERM after it orphaned the real ncu, still attached, and the target stayed
-        6x slower and refused every later attach: tests/data/h200_capture/overhead/). start_new_session made our
-        ncu the leader of a group holding only the wrapper and ncu (in attach mode the target is not in it).
+        without exec: a SIGINT to the script alone never reaches ncu, and a SIGTERM after it orphans the real ncu,
+        still attached, leaving the target slow and refusing later attaches (docs/capture.md). start_new_session
+        made our ncu the leader of a group holding only the wrapper and ncu (in attach mode the target is not in it).
         """
         self._signal("sigint-ncu", signal.SIGINT, group=True)
 

@@ -93,7 +93,7 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
     """
     check_id("cell", cell_id)
     early = _early_inputs(bundle_path)
-    # a report's SHA-256 (~13 ms for 20 MB, about its whole parse) runs on the second core while config and parse run
+    # a report's SHA-256 costs about its whole parse (docs/ncu_rep.md): it runs on the second core meanwhile
     hashes = {p: FileHash(p) for p in early or [] if p.is_file() and is_report(p)}
     try:
         campaign = load_campaign(campaign_dir, strict=strict)

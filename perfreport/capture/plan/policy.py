@@ -2,7 +2,7 @@
 
 Why these rules (docs/capture.md, "Safety policy"): ncu serializes and replays every profiled launch (a `--set
 full` launch is replayed ~40 times, each pass saving and restoring the memory it writes), so an unscoped capture
-slows serving 10-100x (on our H200, 60 kernels with --set full took 109 s of a 6 s script). On a single replica
+slows serving 10-100x (docs/capture.md has the measurements). On a single replica
 that is every user's latency, and a liveness probe may kill the pod mid-replay.
 """
 
