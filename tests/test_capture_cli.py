@@ -1,6 +1,6 @@
 """The capture verbs end to end: run (launch-and-attach, attach, empty, refused, --import), diagnose, preflight,
 release, harness. ncu cannot run here: tests/data/fake_ncu/ncu replays real H200 ncu 2025.3.1 output and writes a
-real .ncu-rep; the same verbs ran on the H200 (tests/data/h200_capture/capture_device.sh, docs/capture.md).
+real .ncu-rep; the same verbs ran on the H200 (device/h200_capture/capture_device.sh, docs/capture.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """capture harness: shape parsing, formula FLOP/bytes, the printed ncu argv, and CPU runs with numpy arguments.
 
 No torch and no GPU here: built-in ops are checked for their no-torch error; the real runs (gemm, fp8-gemm, sdpa,
-rmsnorm, and ncu on gemm/sdpa) are tests/data/h200_capture/harness_device.sh on the H200.
+rmsnorm, and ncu on gemm/sdpa) are device/h200_capture/harness_device.sh on the H200.
 """
 
 from __future__ import annotations

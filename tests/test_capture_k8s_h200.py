@@ -1,7 +1,7 @@
 """What `capture k8s run --method sister` did on the H200 with real ncu, replayed on the CPU.
 
-tests/data/h200_capture/k8s_local_device.sh ran the unchanged runner against a two-worker CUDA server
-(tests/data/k8s/tp_server.py, `--tensor-parallel-size 2`: a non-CUDA HTTP parent, /health 200 only once both
+device/h200_capture/k8s_local_device.sh ran the unchanged runner against a two-worker CUDA server
+(device/k8s/tp_server.py, `--tensor-parallel-size 2`: a non-CUDA HTTP parent, /health 200 only once both
 workers run) with tests/data/k8s/node_kubectl as kubectl (this node as the cluster: it starts the sister's container
 command, `ncu --mode launch` included, as a local process). tp2: workers inferred from the server's arguments, two
 exact-port releases, Ready, a full-set capture of the bf16 GEMM, exports, cleanup. tp2-one-release: `--workers 1`,

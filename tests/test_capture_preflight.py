@@ -1,7 +1,7 @@
 """capture preflight: every check's ok / warn / fail path, on the fakes that replay recorded H200 output.
 
 tests/data/fake_ncu/ncu prints the real `ncu --version` of ncu 2025.3.1; its `--help` is RECONSTRUCTED (no real
-recording yet: tests/data/h200_capture/preflight_device.sh records one, and the fake then prints it).
+recording yet: device/h200_capture/preflight_device.sh records one, and the fake then prints it).
 tests/data/fake_ncu/nvidia-smi prints the H200's recorded name, driver and memory. Failures no recording shows
 (a broken ncu, a failing nvidia-smi) are tiny shell stubs written into tmp_path, named as such below.
 """

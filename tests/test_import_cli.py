@@ -236,7 +236,7 @@ def test_csv_errors_through_the_cli_write_nothing(tmp_path: Path, campaign: Path
 
 
 def test_many_kernel_h200_report_reports_progress_and_matches_its_raw_export() -> None:
-    """24 full-set elementwise launches captured on the H200 (tests/data/h200_many/capture.sh): progress about
+    """24 full-set elementwise launches captured on the H200 (device/h200_many/capture.sh): progress about
     every tenth without any patching, and the report and its `ncu --import --page raw` export agree."""
     from perfreport.ncu.read import read_export
 
