@@ -31,5 +31,9 @@ lint: venv
 test: venv browser lint
 	$(BIN)/pytest
 
+# README's tour output, docs/cli.md and docs/capture.md's tables are generated from the code; a test fails when stale.
+docs: venv
+	$(BIN)/cog -r README.md docs/cli.md docs/capture.md
+
 clean:
 	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache

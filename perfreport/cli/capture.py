@@ -226,8 +226,8 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
 
     \b
     Example:
-      perftunereport capture diagnose bundle/ncu-profiles/decode_gemm.ncu-output.txt
-      perftunereport capture diagnose bundle/ncu-profiles/decode_gemm.ncu-rep
+      perftunereport capture diagnose campaigns/h200-decoder-layer/captures/decode/layer_full.log
+      perftunereport capture diagnose campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz
     """
     from perfreport.capture.diagnose.path import diagnose_path
 

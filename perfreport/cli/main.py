@@ -31,17 +31,18 @@ def cli() -> None:
     \b
     Example:
       perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
-          --cell-id prefill-t8192 --bundle capture.ncu-rep
+          --cell-id prefill-b8-s1024 --bundle campaigns/h200-decoder-layer/captures/prefill/layer_full.ncu-rep.gz
     """
 
 
 @cli.command(name="import_ncu")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder holding config.yaml. Example: campaigns/h200-decoder-layer")
-@click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: prefill-t8192")
+@click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: prefill-b8-s1024")
 @click.option("--bundle", "bundle_path", required=True, type=click.Path(path_type=Path),
               help="A .ncu-rep (or .ncu-rep.gz), an ncu CSV (--page raw or --page details), or an "
-                   "evidence-bundle folder with ncu-profiles/. Example: --bundle gemm_full.ncu-rep")
+                   "evidence-bundle folder with ncu-profiles/. "
+                   "Example: --bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz")
 @click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written ncu_kernels.json path and summary as JSON.")
 @click.option("--rep-reader", type=click.Choice(["auto", "ncu_report"]), default="auto", show_default=True,
@@ -56,7 +57,7 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
     \b
     Example:
       perftunereport import_ncu --campaign campaigns/h200-decoder-layer \\
-          --cell-id decode-b16 --bundle tests/data/h200_oracle/oracle_full.ncu-rep.gz
+          --cell-id decode-b16-kv2048 --bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz
     """
     from perfreport.cli.printing import print_import_summary
     from perfreport.ncu.importer import import_ncu
@@ -80,8 +81,12 @@ def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     """Import kernel durations from nsys into cells/<id>/kernel_times.json.
 
     PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
-    `nsys export --type sqlite` file. Example:
-    perftunereport import_nsys --campaign campaigns/x --cell-id c1 report_cuda_gpu_kern_sum.csv
+    `nsys export --type sqlite` file.
+
+    \b
+    Example:
+      perftunereport import_nsys --campaign campaigns/h200-decoder-layer --cell-id decode-b16-kv2048 \\
+          tests/data/nsys/dotllm_rtx4090_nsys2024.6.2_cuda_gpu_kern_sum.csv
     """
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_nsys
@@ -95,7 +100,10 @@ def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
 def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
 
-    Example: perftunereport import_torch_trace --campaign campaigns/x --cell-id c1 trace.json.gz
+    \b
+    Example:
+      perftunereport import_torch_trace --campaign campaigns/h200-decoder-layer --cell-id decode-b16-kv2048 \\
+          campaigns/h200-decoder-layer/captures/decode/torch_trace.json.gz
     """
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_torch_trace
@@ -109,7 +117,10 @@ def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None
 def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     """Import per-kernel sample counts of a continuous profiler (CSV or JSON: kernel, samples[, share]).
 
-    Example: perftunereport import_samples --campaign campaigns/x --cell-id c1 zymtrace_kernels.csv
+    \b
+    Example:
+      perftunereport import_samples --campaign campaigns/h200-decoder-layer --cell-id decode-b16-kv2048 \\
+          tests/data/samples/zymtrace_like_gpu_kernels.csv
     """
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_samples
@@ -129,7 +140,7 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
 
     \b
     Example:
-      perftunereport import_step_budget --bundle B decode_trace.json.gz
+      perftunereport import_step_budget --bundle B campaigns/h200-decoder-layer/captures/decode/torch_trace.json.gz
     """
     from perfreport.timeshare.step_budget import import_step_budget
 
@@ -196,7 +207,10 @@ def campaign_init_cmd(directory: Path, campaign_id: str | None, hardware: str) -
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--strict", is_flag=True, help="Unknown keys become errors.")
 def campaign_validate_cmd(directory: Path, strict: bool) -> None:
-    """Validate DIRECTORY/config.yaml as a whole file. Example: perftunereport campaign validate campaigns/x"""
+    """Validate DIRECTORY/config.yaml as a whole file.
+
+    Example: perftunereport campaign validate campaigns/h200-decoder-layer
+    """
     from perfreport.config.campaign import load_campaign
 
     cfg = load_campaign(directory, strict=strict)

@@ -22,6 +22,53 @@ CODES = (
     "no-kernels-profiled",
     "report-unreadable", "unknown-error", "capture-incomplete", "no-ncu-output", "ok",
 )
+# code -> (what ncu printed, what it means, the fix): the short form of each message, one per CODES entry
+# (docs/capture.md renders it).
+CODE_HELP: dict[str, tuple[str, str, str]] = {
+    "attach-option-removed": ("`unrecognised option '--attach'`", "ncu no longer has `--attach <PID>`",
+                              "start the target under `ncu --mode launch`, then `ncu --mode attach --hostname ...`"),
+    "launch-mode-option": ("`Invalid option --clock-control specified for --mode launch`",
+                           "`ncu --mode launch` rejected a profiling option",
+                           "move that option to the `ncu --mode attach` command"),
+    "injection-slot-taken": ("`Another tool/injection might be loaded since CUDA_INJECTION64_PATH is set`",
+                             "another injection library holds the target's one CUDA injection slot",
+                             "unset CUDA_INJECTION64_PATH for the capture"),
+    "counter-permission": ("`ERR_NVGPUCTRPERM`, `RmProfilingAdminOnly: 1`",
+                           "the driver restricts the GPU performance counters to admin users",
+                           "run ncu as root or with CAP_SYS_ADMIN, or set NVreg_RestrictProfilingToAdminUsers=0"),
+    "cupti-version-skew": ("`CUPTI_ERROR_INVALID_DEVICE`, a CUPTI/Runtime/Driver version mismatch, `Cuda driver is "
+                           "not compatible with Nsight Compute`",
+                           "ncu/CUPTI and the driver come from different CUDA major versions",
+                           "use an ncu whose CUDA major matches the driver's, or upgrade the driver"),
+    "env-wrapper": ("`Profiling kernels launched by child processes requires the --target-processes all option`",
+                    "the kernels ran in a child of the profiled process (an `env` or shell wrapper after `--`)",
+                    "set variables on ncu's own process, or pass `--target-processes all`"),
+    "no-attachable-process": ("`No attachable process found`",
+                              "no process started under `ncu --mode launch` there, or one still held by another "
+                              "attach", "start the target under `ncu --mode launch`; check --hostname and --port; "
+                                        "stop a previous attach with SIGINT"),
+    "nondeterministic-replay": ("`Unexpected number of profiled kernels`",
+                                "application replay saw a different set of kernels in a later pass",
+                                "use kernel replay, or the single-op harness"),
+    "oom": ("`Failed to profile ...` + target shut down, `out of memory`",
+            "the capture ran out of GPU memory (replay saves and restores what a kernel writes)",
+            "capture `--set basic` first, lower --gpu-memory-utilization, or use a replica with headroom"),
+    "no-kernels-profiled": ("`No kernels were profiled.` (+ `Available Kernels:`), or a report with none",
+                            "ncu finished without profiling a kernel",
+                            "the suggested `--kernel-name regex:...` from the available names; check --launch-skip, "
+                            "--launch-count and --kernel-name-base"),
+    "report-unreadable": ("(a report)", "the report is truncated or damaged",
+                          "copy it again after `==PROF== Report:`, or capture again"),
+    "unknown-error": ("any other `==ERROR==` line", "ncu reported an error no rule recognises",
+                      "read ncu's full output; narrow down with `--set basic` and one --kernel-name"),
+    "capture-incomplete": ("`==PROF==` lines, no profiled kernel, no report, no error",
+                           "the target exited or hung, or ncu was stopped early",
+                           "check the target's output and --launch-skip; let ncu reach `==PROF== Report:`"),
+    "no-ncu-output": ("no `==PROF==`, `==WARNING==` or `==ERROR==` line", "the text is not ncu's console output",
+                      "pass the file holding ncu's stdout and stderr"),
+    "ok": ("`==PROF== Profiling ...` passes and `==PROF== Report:`, or a report with kernels",
+           "ncu profiled at least one kernel", "nothing to fix"),
+}
 MAX_EVIDENCE = 5
 MAX_LISTED = 10
 

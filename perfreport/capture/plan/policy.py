@@ -215,3 +215,45 @@ def _launch_cost(s: CaptureSpec) -> list[Finding]:
                                  "sister`), or restart the server without ncu afterwards. "
                                  f"{SISTER_MEASURED}")
     return [Finding("ncu-launch-cost", level, f"{graphs}{LAUNCH_COST}. {advice}")]
+
+
+_SCOPED = CaptureSpec(kernel_patterns=("regex:nvjet",))
+_VLLM = ("python3", "-m", "vllm.entrypoints.openai.api_server")
+# (code, level, when it fires, a spec that fires it): every rule once per level it can give, in check_policy's
+# order; docs/capture.md renders this table with the message each example really gets.
+RULES: tuple[tuple[str, str, str, CaptureSpec], ...] = (
+    ("unscoped", "refuse", "no --kernel-name and no --nvtx-include", CaptureSpec()),
+    ("unscoped-allowed", "warn", "the same with --allow-unscoped", CaptureSpec(allow_unscoped=True)),
+    ("bad-kernel-regex", "refuse", "a `regex:` pattern that does not compile",
+     CaptureSpec(kernel_patterns=("regex:nvjet(",))),
+    ("pattern-not-regex", "warn", "regex characters in a pattern without `regex:`",
+     CaptureSpec(kernel_patterns=("nvjet.*",))),
+    ("nvtx-push-pop", "warn", "an NVTX range without a trailing `/`, `@` or `regex:`",
+     _SCOPED.with_changes(nvtx_include=("decode_step",))),
+    ("one-kernel-per-capture", "refuse", "several kernel patterns on one replica",
+     CaptureSpec(kernel_patterns=("regex:nvjet", "regex:flash"))),
+    ("launch-count", "refuse", f"more than {SINGLE_REPLICA_MAX_LAUNCHES} launches on one replica, more than "
+     f"{MULTI_REPLICA_MAX_LAUNCHES} with several", _SCOPED.with_changes(launch_count=SINGLE_REPLICA_MAX_LAUNCHES + 1)),
+    ("basic-before-full", "refuse", "--set full or roofline on one replica without --after-basic",
+     _SCOPED.with_changes(section_set="full")),
+    ("nothing-collected", "refuse", "no section set and no --metrics", _SCOPED.with_changes(section_set=None)),
+    ("gpu-memory-utilization", "warn", f"--gpu-memory-utilization >= {GPU_MEMORY_WARN} on one replica",
+     _SCOPED.with_changes(gpu_memory_utilization=0.9)),
+    ("application-replay", "refuse", "--replay-mode application or app-range",
+     _SCOPED.with_changes(replay_mode="application")),
+    ("application-replay", "warn", "the same with --acknowledge-application-replay",
+     _SCOPED.with_changes(replay_mode="application", acknowledge_application_replay=True)),
+    ("env-wrapper", "refuse", "the command after `--` starts with `env`",
+     _SCOPED.with_changes(command=("env", "VLLM_USE_V1=1", *_VLLM))),
+    ("env-on-ncu", "info", "--env given", _SCOPED.with_changes(env=(("VLLM_USE_V1", "1"),))),
+    ("profile-from-start-off", "warn", "--profile-from-start off", _SCOPED.with_changes(profile_from_start=False)),
+    ("clock-control-none", "info", "--clock-control none (the default)", _SCOPED),
+    ("clock-control", "warn", "--clock-control base or reset", _SCOPED.with_changes(clock_control="base")),
+    ("target-processes", "refuse", "--target-processes application-only with a server that forks GPU workers",
+     _SCOPED.with_changes(target_processes="application-only", command=_VLLM)),
+    ("target-processes", "warn", "--target-processes application-only with any other command",
+     _SCOPED.with_changes(target_processes="application-only", command=("python3", "bench.py"))),
+    ("ncu-launch-cost", "warn", "always: warn on a single serving replica (an attach, or a server command)", _SCOPED),
+    ("ncu-launch-cost", "info", "always: info for a script, or with --replicas 2 or more",
+     _SCOPED.with_changes(replicas=2)),
+)
