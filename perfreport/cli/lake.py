@@ -1,0 +1,86 @@
+"""The `lake` verbs: query, history, compare and relocate the Iceberg lake that publish_to_lake writes."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(name="lake")
+def lake_group() -> None:
+    """The Iceberg lake written by publish_to_lake (docs/lake.md)."""
+
+
+@lake_group.command(name="query")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="Output format. Example: --format csv")
+@click.option("--snapshot", type=int, default=None,
+              help="Read the tables as of this snapshot id (see `lake history`). Example: --snapshot 74478703265")
+@click.argument("sql")
+def lake_query_cmd(lake: str | None, fmt: str, snapshot: int | None, sql: str) -> None:
+    """Run DuckDB SQL over the lake tables kernels, cells, captures, publications (current snapshots).
+
+    Example: perftunereport lake query --lake lake
+    "SELECT cell_id, kernel_id, sol_pct FROM kernels WHERE family = 'gemm' ORDER BY sol_pct DESC"
+    """
+    from perfreport.cli.printing import print_query_result
+    from perfreport.lake.query import lake_query, to_csv, to_json
+
+    result = lake_query(lake, sql, snapshot=snapshot)
+    if fmt == "table":
+        print_query_result(result, as_json=False)
+    else:
+        click.echo(to_csv(result) if fmt == "csv" else to_json(result), nl=fmt == "json")
+
+
+@lake_group.command(name="history")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--table", default="kernels", show_default=True, help="Lake table. Example: --table cells")
+def lake_history_cmd(lake: str | None, table: str) -> None:
+    """List a table's commits (snapshot, parent, time, operation, record counts), oldest first.
+
+    Example: perftunereport lake history --lake lake --table kernels
+    """
+    from perfreport.lake.history import history_summary, lake_history
+
+    click.echo(history_summary(lake_history(lake, table)))
+
+
+@lake_group.command(name="compare")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--metric", required=True, help="Numeric kernels column. Example: --metric sol_pct")
+@click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
+@click.option("--vary", default="concurrency", show_default=True,
+              help="The one descriptor field allowed to differ. Example: --vary workload.concurrency")
+def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str) -> None:
+    """Compare a metric per kernel function across cells that differ only in --vary.
+
+    Example: perftunereport lake compare --lake lake --metric sol_pct --vary concurrency
+    """
+    from perfreport.cli.printing import print_query_result
+    from perfreport.lake.compare import compare_summary, lake_compare
+    from perfreport.warehouse.db import QueryResult
+
+    result = lake_compare(lake, metric, campaign=campaign, vary=vary)
+    for title, columns, rows in compare_summary(result):
+        click.echo(title)
+        print_query_result(QueryResult(columns, rows), as_json=False)
+    for line in result.not_comparable:
+        click.echo(f"not comparable: {line}")
+
+
+@lake_group.command(name="relocate")
+@click.option("--lake", required=True, help="The lake folder at its NEW place. Example: --lake /data/lakes/h200")
+@click.option("--from", "old", default=None,
+              help="The folder the lake was moved from (default: read from catalog.db). Example: --from /old/lake")
+def lake_relocate_cmd(lake: str, old: str | None) -> None:
+    """Rewrite the lake's absolute Iceberg paths after its folder was moved or copied (docs/lake.md).
+
+    Example: cp -r lake /data/lakes/h200 && perftunereport lake relocate --lake /data/lakes/h200
+    """
+    from perfreport.lake.relocate import lake_relocate, relocate_summary
+
+    click.echo(relocate_summary(lake_relocate(lake, old)))
