@@ -31,8 +31,10 @@ lint: venv
 test: venv browser lint
 	$(BIN)/pytest
 
-# README's tour output, docs/cli.md and docs/capture.md's tables are generated from the code; a test fails when stale.
+# The kernel item of ncu_kernels.schema.json, the README tour output, docs/cli.md and docs/capture.md tables are
+# generated from the code; a test fails when any is stale.
 docs: venv
+	$(BIN)/python -m perfreport.ncu.row --write
 	$(BIN)/cog -r README.md docs/cli.md docs/capture.md
 
 clean:

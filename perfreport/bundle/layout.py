@@ -13,15 +13,13 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any
 
-import jsonschema
-
 from perfreport.bundle import CAPTURE_FILES, PROFILES_DIR
+from perfreport.config import validate
 from perfreport.errors import InputError
 from perfreport.files import write_text_atomic
 from perfreport.ids import check_id
@@ -34,12 +32,9 @@ PROFILE_SUFFIXES = (".ncu-rep", ".ncu-rep.gz", ".csv", ".log")
 MARKDOWN_FILES = ("SOURCE.md", "summary.md", "HANDOFF.md")
 
 
-@lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """Return the shipped JSON Schema (draft 2020-12) for inference_perfbench_v1.json."""
-    text = resources.files("perfreport.config").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return validate.load_schema(SCHEMA_FILE)
 
 
 def is_bundle(path: Path) -> bool:
@@ -123,10 +118,7 @@ def read_bundle_json(path: Path) -> dict[str, Any]:
 
 def validate_bundle_data(data: Any) -> list[str]:
     """Return every schema problem of an inference_perfbench_v1 document, each with its field path."""
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: [(0, p) if isinstance(p, int) else (1, str(p))
-                                                                for p in e.absolute_path])
-    problems = [p for err in errors for p in _describe(err)] + _non_finite(data, "")
+    problems = [_describe(p) for p in validate.problems(data, SCHEMA_FILE)] + _non_finite(data, "")
     return list(dict.fromkeys(problems))
 
 
@@ -183,43 +175,11 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON; use null for a value that was not measured")
 
 
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _show(v: Any) -> str:
-    if isinstance(v, Mapping):
-        return "an object"
-    if isinstance(v, list):
-        return "an array"
-    text = json.dumps(v) if isinstance(v, str | bool) or v is None else repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _describe(err: jsonschema.ValidationError) -> list[str]:
-    where = _path(err.absolute_path)
-    kind, want, got = err.validator, err.validator_value, err.instance
-    if kind == "type":
-        expected = " or ".join(want) if isinstance(want, list) else want
-        return [f"{where}: expected {expected}, got {_show(got)}"]
-    if kind == "required" and isinstance(got, Mapping) and isinstance(want, list):
-        base = "" if where == "(top level)" else where
-        return [f"{_join(base, k)}: required field is missing" for k in want if k not in got]
-    if kind == "additionalProperties" and isinstance(got, Mapping):
-        allowed = list(err.schema.get("properties", {})) if isinstance(err.schema, Mapping) else []
-        base = "" if where == "(top level)" else where
-        return [f"{_join(base, k)}: unknown field; allowed: {', '.join(allowed)}" for k in got
-                if k not in allowed]
-    if kind == "const":
-        return [f"{where}: expected {json.dumps(want)}, got {_show(got)}"]
-    if kind in ("minimum", "minLength", "minItems", "pattern"):
-        expected = {"minimum": f"a number >= {want}", "minLength": "a non-empty string",
-                    "minItems": f"at least {want} item(s)", "pattern": f"a string matching {want}"}[kind]
-        return [f"{where}: expected {expected}, got {_show(got)}"]
-    return [f"{where}: {err.message}"]
+def _describe(problem: validate.Problem) -> str:
+    """The engine's problem line; an unknown field also lists the fields allowed there."""
+    if problem.keyword == "additionalProperties":
+        return f"{problem}; allowed: {', '.join(problem.node.get('properties', {}))}"
+    return str(problem)
 
 
 def _join(base: str, key: str) -> str:

@@ -1,20 +1,18 @@
 """The capture receipt (capture_receipt/1): what one ncu capture ran, on what, and what it wrote.
 
-Schema: perfreport/config/schemas/capture_receipt.schema.json. Validation uses jsonschema when it is importable and
-otherwise a small stdlib validator of the same schema (a GPU host may lack jsonschema), so the schema stays the
-one source of truth; the schema keeps to the keywords that validator knows (SUPPORTED_KEYWORDS).
+Schema: perfreport/config/schemas/capture_receipt.schema.json, checked by perfreport/config/validate.py: jsonschema
+when it is importable, else its stdlib fallback (a GPU host may lack jsonschema), so the schema stays the one source
+of truth; the schema keeps to the keywords that fallback knows (SUPPORTED_KEYWORDS).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from perfreport.config import validate
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import write_json_atomic
 
@@ -22,20 +20,14 @@ SCHEMA_VERSION = 1
 SCHEMA_FILE = "capture_receipt.schema.json"
 CAPTURE_KINDS = ("local", "k8s-debug", "k8s-sister")
 TARGET_KEYS = ("pid", "pod", "namespace", "deployment", "container")
-SUPPORTED_KEYWORDS = frozenset({
-    "type", "const", "enum", "pattern", "minLength", "minimum", "minItems", "minProperties", "required",
-    "properties", "additionalProperties", "items", "$ref",
-})
-ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs"})
+SUPPORTED_KEYWORDS = validate.CHECKED  # what the engine's stdlib fallback checks (GPU hosts without jsonschema)
+ANNOTATIONS = validate.ANNOTATIONS
 Problem = tuple[str, str]  # (path, what is wrong)
 
 
-@lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The shipped capture_receipt JSON Schema (2020-12); callers must not mutate it."""
-    text = resources.files("perfreport.config").joinpath(f"schemas/{SCHEMA_FILE}").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return validate.load_schema(SCHEMA_FILE)
 
 
 def new_receipt(
@@ -95,11 +87,11 @@ def _capture_argv(steps: list[Any]) -> list[str] | None:
 
 
 def validate_receipt(receipt: Any) -> list[str]:
-    """Every problem of a receipt as 'path: what', in path order; [] when it matches the schema."""
-    problems = _schema_problems(receipt, load_schema())
+    """Every problem of a receipt as 'path: expected X, got Y', in path order; [] when it matches the schema."""
+    problems = validate.check(receipt, SCHEMA_FILE)
     if not problems and isinstance(receipt, Mapping):
-        problems = _consistency_problems(receipt)
-    return [f"{path or '(top level)'}: {what}" for path, what in sorted(set(problems))]
+        problems = [f"{path}: {what}" for path, what in sorted(_consistency_problems(receipt))]
+    return problems
 
 
 def _consistency_problems(receipt: Mapping[str, Any]) -> list[Problem]:
@@ -114,50 +106,6 @@ def _consistency_problems(receipt: Mapping[str, Any]) -> list[Problem]:
     return out
 
 
-def _schema_problems(doc: Any, schema: Mapping[str, Any]) -> list[Problem]:
-    try:
-        import jsonschema
-    except ImportError:  # a GPU host without jsonschema: the stdlib subset validator
-        out: list[Problem] = []
-        _walk(doc, schema, schema, [], out)
-        return out
-    validator = jsonschema.Draft202012Validator(schema)
-    return [p for err in validator.iter_errors(doc) for p in _describe(err)]
-
-
-def _describe(err: Any) -> list[Problem]:
-    """One jsonschema error in the stdlib validator's words (both name the failing path)."""
-    parts, got = list(err.absolute_path), err.instance
-    if err.validator == "required" and isinstance(got, Mapping):
-        return [(_path([*parts, k]), "required field is missing") for k in err.validator_value if k not in got]
-    if err.validator == "additionalProperties" and isinstance(got, Mapping):
-        known = err.schema.get("properties", {})
-        return [(_path([*parts, k]), "unknown field") for k in got if k not in known]
-    if err.validator == "type":
-        return [(_path(parts), _expected_type(err.validator_value, got))]
-    if err.validator == "const":
-        return [(_path(parts), f"expected {err.validator_value!r}, got {got!r}")]
-    if err.validator == "pattern":
-        return [(_path(parts), _pattern_problem(got, err.schema))]
-    return [(_path(parts), err.message)]
-
-
-def _pattern_problem(value: Any, node: Mapping[str, Any]) -> str:
-    return f"expected {node.get('description') or 'a match of ' + repr(node['pattern'])}, got {value!r}"
-
-
-def _path(parts: Sequence[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _expected_type(types: Any, got: Any) -> str:
-    names = [types] if isinstance(types, str) else list(types)
-    return f"expected {' or '.join(names)}, got {_json_type(got)} {got!r}"
-
-
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -168,72 +116,6 @@ def _json_type(value: Any) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else type(value).__name__
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    kinds: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str,
-                                                 "boolean": bool, "null": type(None)}
-    return isinstance(value, kinds[name])
-
-
-def _resolve(root: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any]:
-    ref = node.get("$ref")
-    if not isinstance(ref, str):
-        return node
-    target: Any = root
-    for part in ref.removeprefix("#/").split("/"):
-        target = target[part]
-    return _resolve(root, target)
-
-
-def _walk(value: Any, node: Mapping[str, Any], root: Mapping[str, Any], parts: list[Any], out: list[Problem]) -> None:
-    """Check value against one schema node (the SUPPORTED_KEYWORDS subset), appending (path, what) problems."""
-    node, here = _resolve(root, node), _path(parts)
-    types = node.get("type")
-    if types is not None and not any(_is_type(value, t) for t in ([types] if isinstance(types, str) else types)):
-        out.append((here, _expected_type(types, value)))
-        return
-    if "const" in node and value != node["const"]:
-        out.append((here, f"expected {node['const']!r}, got {value!r}"))
-    if "enum" in node and value not in node["enum"]:
-        out.append((here, f"{value!r} is not one of {node['enum']!r}"))
-    if isinstance(value, str):
-        _walk_string(value, node, here, out)
-    elif isinstance(value, int | float) and not isinstance(value, bool) and value < node.get("minimum", value):
-        out.append((here, f"{value!r} is less than the minimum of {node['minimum']!r}"))
-    elif isinstance(value, list):
-        if len(value) < node.get("minItems", 0):
-            out.append((here, f"expected at least {node['minItems']} item(s), got {len(value)}"))
-        for i, item in enumerate(value):
-            if "items" in node:
-                _walk(item, node["items"], root, [*parts, i], out)
-    elif isinstance(value, dict):
-        _walk_object(value, node, root, parts, out)
-
-
-def _walk_string(value: str, node: Mapping[str, Any], here: str, out: list[Problem]) -> None:
-    if len(value) < node.get("minLength", 0):
-        out.append((here, f"{value!r} is shorter than {node['minLength']} character(s)"))
-    if "pattern" in node and not re.search(node["pattern"], value):
-        out.append((here, _pattern_problem(value, node)))
-
-
-def _walk_object(value: dict[str, Any], node: Mapping[str, Any], root: Mapping[str, Any], parts: list[Any],
-                 out: list[Problem]) -> None:
-    props = node.get("properties", {})
-    out.extend((_path([*parts, k]), "required field is missing") for k in node.get("required", ()) if k not in value)
-    if len(value) < node.get("minProperties", 0):
-        out.append((_path(parts), f"expected at least {node['minProperties']} field(s), got {len(value)}"))
-    for key, item in value.items():
-        if key in props:
-            _walk(item, props[key], root, [*parts, key], out)
-        elif node.get("additionalProperties") is False:
-            out.append((_path([*parts, key]), "unknown field"))
 
 
 def write_receipt(path: Path, receipt: Mapping[str, Any]) -> None:

@@ -11,17 +11,14 @@ cheaper dtype), the time share itself. Score = value x ease of its cost (frontie
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from perfreport.config import validate
 from perfreport.config.campaign import Campaign
 from perfreport.errors import ConfigError, InputError
 from perfreport.frontier.candidates import EASE
@@ -85,12 +82,9 @@ class ValuedLever:
                 "gate": s.gate, "evidence": list(s.evidence), "why_lost": s.why_lost, "why": s.why}
 
 
-@lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """Return the shipped JSON Schema of levers.yaml."""
-    text = resources.files("perfreport.config").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return validate.load_schema(SCHEMA_FILE)
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -126,24 +120,25 @@ def _file_order(data: Any, parts: Sequence[Any]) -> list[int]:
     return out
 
 
-def _describe(err: jsonschema.ValidationError) -> list[tuple[list[Any], str, bool]]:
-    """Return (path, message, is an unknown key) for one schema error; the message starts with the path."""
-    parts, got = list(err.absolute_path), err.instance
-    schema = err.schema if isinstance(err.schema, Mapping) else {}
-    if err.validator == "required" and isinstance(got, Mapping):
-        required: list[str] = list(err.validator_value) if isinstance(err.validator_value, list) else []
-        return [([*parts, k], f"{_path([*parts, k])}: required key is missing", False)
-                for k in required if k not in got]
-    if err.validator == "additionalProperties" and isinstance(got, Mapping):
-        known = list(schema.get("properties", {}))
-        out = []
-        for key in (k for k in got if k not in known):
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "known keys here: " + ", ".join(known)
-            out.append(([*parts, key], f"{_path([*parts, key])}: unknown key; {hint}", True))
-        return out
-    expected = schema.get("description") or err.message
-    return [(parts, f"{_path(parts) or '(top level)'}: expected {expected}, got {_show(got)}", False)]
+def _describe(problem: validate.Problem) -> tuple[list[Any], str, bool]:
+    """Return (path, message, is an unknown key) in levers.yaml's words; the message starts with the path."""
+    parts, where = list(problem.parts), problem.path
+    if problem.keyword == "required":
+        return parts, f"{where}: required key is missing", False
+    if problem.keyword in ("additionalProperties", "false"):
+        known = list(problem.node.get("properties", {}))
+        close = difflib.get_close_matches(str(parts[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "known keys here: " + ", ".join(known)
+        return parts, f"{where}: unknown key; {hint}", True
+    expected = problem.node.get("description")
+    if not expected:
+        return parts, f"{where}: {problem.message}", False
+    return parts, f"{where}: expected {expected}, got {_show(problem.got)}", False
+
+
+def _rank(problem: validate.Problem) -> int:
+    required = list(problem.node.get("required", ())) if problem.keyword == "required" else []
+    return required.index(problem.parts[-1]) if problem.parts and problem.parts[-1] in required else 0
 
 
 def _extra_problems(data: Mapping[str, Any], cell_ids: Sequence[str]) -> list[str]:
@@ -175,9 +170,9 @@ def _extra_problems(data: Mapping[str, Any], cell_ids: Sequence[str]) -> list[st
 
 def validate_levers(data: Any, cell_ids: Sequence[str], strict: bool = False) -> tuple[list[str], list[str]]:
     """Return (problems, warnings) of a parsed levers.yaml; unknown keys warn, and fail with strict."""
-    validator = jsonschema.Draft202012Validator(load_schema())
-    found = sorted((f for err in validator.iter_errors(data) for f in _describe(err)),
-                   key=lambda f: _file_order(data, f[0]))
+    # File order; missing keys (after the present ones) in the schema's `required` order.
+    ranked = sorted(validate.problems(data, SCHEMA_FILE), key=lambda p: (_file_order(data, p.parts), _rank(p)))
+    found = [_describe(p) for p in ranked]
     problems = [message for _, message, unknown in found if not unknown]
     unknown = [message for _, message, is_unknown in found if is_unknown]
     if isinstance(data, Mapping):

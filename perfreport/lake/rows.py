@@ -17,6 +17,7 @@ import pyarrow as pa
 from perfreport.config.campaign import CONTEXT_FIELDS, Campaign
 from perfreport.frontier.krhpa import krhpa_label
 from perfreport.lake.gate import CellCheck
+from perfreport.ncu.row import FIELDS as KERNEL_FIELDS
 
 BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
 FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
@@ -38,14 +39,19 @@ GATE = [("context_complete", pa.bool_()), ("problems", pa.list_(pa.string())), (
 # The campaign's candidate-vs-baseline label (DRAFT | VERDICT | null) from its krhpa block (frontier/krhpa.py).
 KRHPA = [("krhpa_label", pa.string())]
 
+ARROW_TYPES = {"string": pa.string(), "number": pa.float64(), "integer": pa.int64(), "boolean": pa.bool_()}
+# Kernel-row fields the lake keeps, typed from the row table (perfreport/ncu/row.py), plus two the lake computes.
+# The order is the lake schema's and must not change: committed lakes are read with it.
+LAKE_ONLY_MEASURES = {"flops_total": pa.float64(), "sol_pct_note": pa.string()}
+MEASURE_NAMES = (
+    "launches", "duration_ns", "flops_total", "dram_bytes", "arithmetic_intensity", "ai_measured",
+    "achieved_tflops", "sol_pct", "sol_ceiling_key", "sol_pct_note", "sm_throughput_pct", "dram_throughput_pct",
+    "achieved_occupancy_pct", "theoretical_occupancy_pct", "regs_per_thread", "smem_per_block_bytes",
+    "block_limit_factor", "bound",
+)
 KERNEL_MEASURES: list[tuple[str, pa.DataType]] = [
-    ("launches", pa.int64()), ("duration_ns", pa.float64()), ("flops_total", pa.float64()),
-    ("dram_bytes", pa.float64()), ("arithmetic_intensity", pa.float64()), ("ai_measured", pa.bool_()),
-    ("achieved_tflops", pa.float64()), ("sol_pct", pa.float64()), ("sol_ceiling_key", pa.string()),
-    ("sol_pct_note", pa.string()), ("sm_throughput_pct", pa.float64()), ("dram_throughput_pct", pa.float64()),
-    ("achieved_occupancy_pct", pa.float64()), ("theoretical_occupancy_pct", pa.float64()),
-    ("regs_per_thread", pa.float64()), ("smem_per_block_bytes", pa.float64()), ("block_limit_factor", pa.string()),
-    ("bound", pa.string()),
+    (name, LAKE_ONLY_MEASURES[name] if name in LAKE_ONLY_MEASURES else ARROW_TYPES[KERNEL_FIELDS[name].type])
+    for name in MEASURE_NAMES
 ]
 KERNELS = pa.schema(KEYS + [
     pa.field("kernel_id", pa.string(), nullable=False), ("name", pa.string()), ("function", pa.string()),

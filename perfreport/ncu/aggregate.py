@@ -9,19 +9,14 @@ from typing import Any
 from perfreport.config.ceilings import classify_family
 from perfreport.ncu.derive import DeriveContext, derive_launch, verdict
 from perfreport.ncu.model import Capture, KernelLaunch
+from perfreport.ncu.row import agg_names
 
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
-STAT_FIELDS = (
-    "duration_ns", "dram_bytes", "l2_bytes", "l1_bytes", "arithmetic_intensity", "ai_l2", "ai_l1",
-    "achieved_tflops", "achieved_dram_tbps", "sol_pct", "family_sol_pct", "compute_pct_of_peak", "dram_pct_of_peak",
-    "ridge_ai", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct",
-    "achieved_occupancy_pct", "theoretical_occupancy_pct", "achieved_active_warps_per_sm",
-    "regs_per_thread", "smem_per_block_bytes", "branch_efficiency_pct", "branch_divergence_pct", "sm_hz",
-)
+STAT_FIELDS = agg_names("mean")
 # Fields that must agree across launches of one kernel: taken from the first launch.
-CONSTANT_FIELDS = ("family", "tensor_dtype", "block_limits", "block_limit_factor", "sol_ceiling_key",
-                   "family_ceiling_key",
-                   "dram_bytes_method")
+CONSTANT_FIELDS = agg_names("first")
+# Mappings averaged key by key (a string value, such as ncu_peaks.compute_path, is taken from the first launch).
+DICT_FIELDS = agg_names("dicts")
 
 
 def _stats(values: list[float | None]) -> dict[str, Any] | None:
@@ -94,10 +89,8 @@ def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: 
         entry[f] = rows[0][f]
     for f in STAT_FIELDS:
         entry[f] = _mean([r[f] for r in rows])
-    entry["flops"] = _mean_dicts([r["flops"] for r in rows])
-    entry["tensor_ops_by_dtype"] = _mean_dicts([r["tensor_ops_by_dtype"] for r in rows])
-    entry["warp_stalls_pct"] = _mean_dicts([r["warp_stalls_pct"] for r in rows])
-    entry["ncu_peaks"] = _mean_dicts([r["ncu_peaks"] for r in rows])
+    for f in DICT_FIELDS:
+        entry[f] = _mean_dicts([r[f] for r in rows])
     entry["ai_measured"] = entry["arithmetic_intensity"] is not None
     entry["bound"], entry["bound_reason"] = verdict(entry)
     entry["stats"] = {f: s for f in STAT_FIELDS if (s := _stats([r[f] for r in rows])) is not None}

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from perfreport.config import validate as schemas
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
 
 SCHEMA_VERSION = 1
 FILE_NAME = "ncu_kernels.json"
+SCHEMA_FILE = "ncu_kernels.schema.json"  # its kernel item is generated from perfreport/ncu/row.py
 
 
 def load_schema() -> dict[str, Any]:
-    """The JSON Schema of ncu_kernels.json shipped in perfreport/config/schemas/."""
-    text = resources.files("perfreport.config").joinpath("schemas/ncu_kernels.schema.json").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    """The JSON Schema of ncu_kernels.json shipped in perfreport/config/schemas/ (do not mutate)."""
+    return schemas.load_schema(SCHEMA_FILE)
 
 
 def read_cell(path: Path) -> dict[str, Any] | None:
@@ -63,12 +60,10 @@ _PER_ITEM = {"launch_ids": {"type": "integer", "minimum": 0}, "per_launch": {"ty
 
 
 @lru_cache(maxsize=1)
-def _validator() -> tuple[jsonschema.Draft202012Validator, bool]:
-    """The schema's validator, and whether its per-launch item rules are still the ones `_one_item` mirrors."""
-    schema = load_schema()
-    kernel = schema.get("properties", {}).get("kernels", {}).get("items", {}).get("properties", {})
-    mirrored = all(kernel.get(name, {}).get("items") == rule for name, rule in _PER_ITEM.items())
-    return jsonschema.Draft202012Validator(schema), mirrored
+def _mirrored() -> bool:
+    """Whether the schema's per-launch item rules are still the ones `_one_item` mirrors."""
+    kernel = load_schema().get("properties", {}).get("kernels", {}).get("items", {}).get("properties", {})
+    return all(kernel.get(name, {}).get("items") == rule for name, rule in _PER_ITEM.items())
 
 
 def _one_item(data: dict[str, Any]) -> dict[str, Any]:
@@ -93,14 +88,12 @@ def _one_item(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(data: dict[str, Any], where: str) -> None:
-    """Raise if data does not match the shipped schema (a bug, reported with the failing path)."""
-    validator, mirrored = _validator()
-    errors = sorted(validator.iter_errors(_one_item(data) if mirrored else data),
-                    key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        path = "/".join(str(p) for p in e.absolute_path)
-        raise InputError(f"{where}: output does not match ncu_kernels.schema.json at '{path}': {e.message}")
+    """Raise if data does not match the shipped schema (a bug, reported with every failing path)."""
+    problems = schemas.check(_one_item(data) if _mirrored() else data, SCHEMA_FILE)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise InputError(f"{where}: output does not match {SCHEMA_FILE}, {len(problems)} problem(s):\n{lines}\n"
+                         f"This is a bug in perfreport: please report it with this message; nothing was written.")
 
 
 def write_cell(path: Path, data: dict[str, Any]) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from perfreport.config import validate
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
 from perfreport.ncu.kernel_identity import normalize
@@ -20,9 +18,7 @@ FILES = {"kernel_times": "kernel_times.json", "kernel_samples": "kernel_samples.
 
 def load_schema(kind: str) -> dict[str, Any]:
     """The JSON Schema shipped in perfreport/config/schemas/ for kind ("kernel_times" or "kernel_samples")."""
-    text = resources.files("perfreport.config").joinpath(f"schemas/{kind}.schema.json").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return validate.load_schema(kind)
 
 
 def source_record(parsed: Parsed, path: Path, digest: str, n_kernels: int) -> dict[str, Any]:
@@ -83,11 +79,10 @@ def merge(existing: dict[str, Any] | None, header: dict[str, Any], source: dict[
 
 
 def write(path: Path, data: dict[str, Any], kind: str) -> None:
-    """Validate against the shipped schema (a failure is a bug, reported with its path), then write atomically."""
-    validator = jsonschema.Draft202012Validator(load_schema(kind))
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.absolute_path)
-        raise InputError(f"{path}: output does not match {kind}.schema.json at '{where}': {e.message}")
+    """Validate against the shipped schema (a failure is a bug, reported with its paths), then write atomically."""
+    problems = validate.check(data, kind)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise InputError(f"{path}: output does not match {kind}.schema.json, {len(problems)} problem(s):\n{lines}\n"
+                         f"This is a bug in perfreport: please report it with this message; nothing was written.")
     write_json_atomic(path, data)

@@ -19,6 +19,7 @@ import duckdb
 from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.errors import InputError, PerfReportError
 from perfreport.ncu.kernel_identity import normalize
+from perfreport.ncu.row import KERNEL_ROW
 
 SCHEMA_VERSION = 1
 NCU_FILE = "ncu_kernels.json"
@@ -49,28 +50,9 @@ NCU_SOURCE_FIELDS: list[tuple[str, str, str]] = [
     ("section_set", "section_set", "VARCHAR"), ("kernels", "kernels", "INTEGER"),
     ("launches", "launches", "INTEGER"), ("command_line", "command_line", "VARCHAR"),
 ]
+# The kernel row's loaded fields, in table order, with their DuckDB types (perfreport/ncu/row.py).
 NCU_KERNEL_FIELDS: list[tuple[str, str, str]] = [
-    ("id", "kernel_id", "VARCHAR"), ("source", "source", "VARCHAR"), ("name", "name", "VARCHAR"),
-    ("function", "function", "VARCHAR"), ("mangled", "mangled", "VARCHAR"), ("family", "family", "VARCHAR"),
-    ("launches", "launches", "INTEGER"), ("launch_ids", "launch_ids", "INTEGER[]"),
-    ("grid_size", "grid_size", "VARCHAR"), ("block_size", "block_size", "VARCHAR"),
-    ("duration_ns", "duration_ns", "DOUBLE"), ("flops", "flops", "JSON"), ("dram_bytes", "dram_bytes", "DOUBLE"),
-    ("arithmetic_intensity", "arithmetic_intensity", "DOUBLE"), ("ai_measured", "ai_measured", "BOOLEAN"),
-    ("ridge_ai", "ridge_ai", "DOUBLE"), ("achieved_tflops", "achieved_tflops", "DOUBLE"),
-    ("achieved_dram_tbps", "achieved_dram_tbps", "DOUBLE"), ("sol_pct", "sol_pct", "DOUBLE"),
-    ("sol_ceiling_key", "sol_ceiling_key", "VARCHAR"), ("tensor_dtype", "tensor_dtype", "VARCHAR"),
-    ("compute_pct_of_peak", "compute_pct_of_peak", "DOUBLE"), ("dram_pct_of_peak", "dram_pct_of_peak", "DOUBLE"),
-    ("sm_throughput_pct", "sm_throughput_pct", "DOUBLE"), ("dram_throughput_pct", "dram_throughput_pct", "DOUBLE"),
-    ("memory_throughput_pct", "memory_throughput_pct", "DOUBLE"),
-    ("achieved_occupancy_pct", "achieved_occupancy_pct", "DOUBLE"),
-    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", "DOUBLE"),
-    ("regs_per_thread", "regs_per_thread", "DOUBLE"), ("smem_per_block_bytes", "smem_per_block_bytes", "DOUBLE"),
-    ("block_limit_factor", "block_limit_factor", "VARCHAR"), ("block_limits", "block_limits", "JSON"),
-    ("warp_stalls_pct", "warp_stalls_pct", "JSON"), ("branch_divergence_pct", "branch_divergence_pct", "DOUBLE"),
-    ("bound", "bound", "VARCHAR"), ("bound_reason", "bound_reason", "VARCHAR"), ("ncu_peaks", "ncu_peaks", "JSON"),
-    ("stats", "stats", "JSON"), ("per_launch", "per_launch", "JSON"),
-    ("l2_bytes", "l2_bytes", "DOUBLE"), ("l1_bytes", "l1_bytes", "DOUBLE"),
-    ("ai_l2", "ai_l2", "DOUBLE"), ("ai_l1", "ai_l1", "DOUBLE"),
+    (f.name, f.column or f.name, f.duckdb_type()) for f in KERNEL_ROW if f.warehouse
 ]
 TIMELINE_SOURCE_FIELDS: list[tuple[str, str, str]] = [
     ("id", "source", "VARCHAR"), ("file", "file", "VARCHAR"), ("format", "source_format", "VARCHAR"),
