@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfreport.config.campaign import (
-    Campaign,
-    campaign_init,
-    deep_merge,
-    load_campaign,
-    missing_context_fields,
-)
+from perfreport.config.campaign import Campaign, campaign_init, load_campaign
+from perfreport.config.context import deep_merge, missing_context_fields
 from perfreport.errors import ConfigError, IdError, InputError, PerfReportError
 
 VALID = """\
@@ -44,7 +39,9 @@ krhpa: {owner: perf-team}
 """
 
 
-def write_config(tmp_path: Path, text: str, name: str = "h200-decoder-layer") -> Path:
+def write_config_text(tmp_path: Path, text: str, name: str = "h200-decoder-layer") -> Path:
+    """Write config.yaml verbatim: these tests feed the loader deliberate defects (tests/conftest.py's
+    write_config builds only valid minimal configs)."""
     campaign_dir = tmp_path / name
     campaign_dir.mkdir(parents=True, exist_ok=True)
     (campaign_dir / "config.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
@@ -53,12 +50,12 @@ def write_config(tmp_path: Path, text: str, name: str = "h200-decoder-layer") ->
 
 def problems_of(tmp_path: Path, text: str, strict: bool = False) -> list[str]:
     with pytest.raises(ConfigError) as info:
-        load_campaign(write_config(tmp_path, text), strict=strict)
+        load_campaign(write_config_text(tmp_path, text), strict=strict)
     return info.value.problems
 
 
-def test_valid_config_loads(tmp_path: Path) -> None:
-    campaign_dir = write_config(tmp_path, VALID)
+def test_valid_config_loads_every_field_and_resolves_capture_paths(tmp_path: Path) -> None:
+    campaign_dir = write_config_text(tmp_path, VALID)
     c = load_campaign(campaign_dir)
     assert isinstance(c, Campaign)
     assert (c.id, c.hardware, c.sol_rigor) == ("h200-decoder-layer", "h200_sm90", "L2")
@@ -141,7 +138,7 @@ def test_several_errors_reported_together_with_paths(tmp_path: Path) -> None:
     assert "config.yaml" in info.value.source
 
 
-def test_missing_required_keys(tmp_path: Path) -> None:
+def test_missing_required_keys_are_each_named(tmp_path: Path) -> None:
     problems = problems_of(tmp_path, "cells: []\n")
     assert [p.split(": ", 1)[0] for p in problems] == ["schema_version", "campaign", "hardware", "sol_rigor"]
     assert all("required key is missing" in p for p in problems)
@@ -152,7 +149,7 @@ def test_unknown_keys_warn(tmp_path: Path) -> None:
         "  regime: {cache: warm, tier: latency}",
         "  regime: {cache: warm, tier: latency, temp: hot}\n  hardware_extra: {a: 1}",
     ).replace("  - id: decode-b16\n", "  - id: decode-b16\n    note: x\n")
-    c = load_campaign(write_config(tmp_path, text))
+    c = load_campaign(write_config_text(tmp_path, text))
     assert [w.split(": ", 1)[0] for w in c.warnings] == [
         "owner", "context.regime.temp", "context.hardware_extra", "cells[1].note",
     ]
@@ -163,7 +160,7 @@ def test_unknown_keys_warn(tmp_path: Path) -> None:
 
 def test_unknown_key_suggests_close_match(tmp_path: Path) -> None:
     text = VALID.replace("max_num_seqs: 256", "max_num_seq: 256")
-    c = load_campaign(write_config(tmp_path, text))
+    c = load_campaign(write_config_text(tmp_path, text))
     assert c.warnings == ["context.serving.max_num_seq: unknown key, ignored; did you mean 'max_num_seqs'?"]
 
 
@@ -204,8 +201,8 @@ def test_duplicate_cell_ids_rejected(tmp_path: Path) -> None:
     assert problems[0].startswith("cells[1].id: duplicate cell id 'prefill-t8192' (also cells[0].id)")
 
 
-def test_deep_merge_effective_context(tmp_path: Path) -> None:
-    c = load_campaign(write_config(tmp_path, VALID))
+def test_cell_context_deep_merges_over_the_campaign_defaults(tmp_path: Path) -> None:
+    c = load_campaign(write_config_text(tmp_path, VALID))
     eff = c.cell("prefill-t8192").effective_context(c)
     assert eff["workload"] == {"dataset": "random", "isl": 8192, "osl": 1, "concurrency": 16}
     assert eff["parallelism"] == {"tp": 2, "dp": 1, "pp": 1, "ep": 1, "strategy": "tp-only"}
@@ -215,21 +212,21 @@ def test_deep_merge_effective_context(tmp_path: Path) -> None:
     assert c.context["workload"]["isl"] == 1024
 
 
-def test_deep_merge_null_does_not_override() -> None:
+def test_deep_merge_null_does_not_override_and_leaves_the_base_intact() -> None:
     base = {"a": {"x": 1, "y": {"z": 2}}, "b": 3}
     merged = deep_merge(base, {"a": {"x": None, "y": {"w": 4}}, "b": None, "c": 5})
     assert merged == {"a": {"x": 1, "y": {"z": 2, "w": 4}}, "b": 3, "c": 5}
     assert base == {"a": {"x": 1, "y": {"z": 2}}, "b": 3}
 
 
-def test_missing_context_fields() -> None:
+def test_missing_context_fields_lists_null_fields_identity_first() -> None:
     missing = missing_context_fields({"parallelism": {"tp": 1, "dp": None}})
     assert "parallelism.dp" in missing and "parallelism.tp" not in missing
     assert missing[0] == "identity.model"
 
 
-def test_cell_lookup(tmp_path: Path) -> None:
-    c = load_campaign(write_config(tmp_path, VALID))
+def test_unknown_cell_lookup_lists_the_cell_ids_and_path_ids_are_refused(tmp_path: Path) -> None:
+    c = load_campaign(write_config_text(tmp_path, VALID))
     with pytest.raises(InputError) as info:
         c.cell("nope")
     msg = info.value.format_message()
@@ -241,7 +238,7 @@ def test_cell_lookup(tmp_path: Path) -> None:
 def test_ceilings_override_resolved_and_checked(tmp_path: Path) -> None:
     text = VALID.replace("ceilings_override: null", "ceilings_override: ../ceil/extra.yaml")
     with pytest.raises(ConfigError) as info:
-        load_campaign(write_config(tmp_path, text))
+        load_campaign(write_config_text(tmp_path, text))
     assert info.value.problems[0].startswith("ceilings_override: file ")
     (tmp_path / "ceil").mkdir()
     (tmp_path / "ceil" / "extra.yaml").write_text("{}\n")
@@ -250,7 +247,7 @@ def test_ceilings_override_resolved_and_checked(tmp_path: Path) -> None:
     assert c.ceilings_override.is_absolute()
 
 
-def test_missing_folder_and_file(tmp_path: Path) -> None:
+def test_missing_campaign_folder_or_config_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         load_campaign(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
@@ -258,7 +255,7 @@ def test_missing_folder_and_file(tmp_path: Path) -> None:
         load_campaign(tmp_path / "empty")
 
 
-def test_yaml_syntax_error_has_line(tmp_path: Path) -> None:
+def test_yaml_syntax_error_names_its_line_and_column(tmp_path: Path) -> None:
     problems = problems_of(tmp_path, "schema_version: 1\ncampaign: x\n  hardware: [unclosed\n")
     assert len(problems) == 1
     assert problems[0].startswith("line 3, column ")
@@ -301,7 +298,7 @@ def test_campaign_init_refuses_overwrite(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["../x", ".hidden", "a/b"])
-def test_campaign_init_bad_id(tmp_path: Path, bad: str) -> None:
+def test_campaign_init_refuses_a_bad_id_and_writes_nothing(tmp_path: Path, bad: str) -> None:
     with pytest.raises(IdError):
         campaign_init(tmp_path / "run", campaign_id=bad)
     assert not (tmp_path / "run").exists()

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from perfreport.cli.main import cli
-from perfreport.config.campaign import context_value_problem
+from perfreport.config.context import context_value_problem
 from perfreport.lake.gate import GateError, context_problems
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake, resolve_lake

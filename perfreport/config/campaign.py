@@ -7,9 +7,8 @@ campaign default in a cell's deep merge.
 
 from __future__ import annotations
 
-import copy
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,63 +17,23 @@ from typing import Any
 
 import yaml
 
+from perfreport.config.context import (
+    CONTEXT_FIELDS,
+    SOL_RIGOR_LEVELS,
+    Check,
+    deep_merge,
+    is_int,
+    nonempty_text,
+    one_of,
+)
 from perfreport.errors import ConfigError, IdError, InputError
 from perfreport.files import write_text_atomic
 from perfreport.ids import ID_PATTERN, check_id, is_valid_id
 
 SCHEMA_VERSION = 1
 CONFIG_NAME = "config.yaml"
-SOL_RIGOR_LEVELS = ("L1", "L2", "L3", "L4")
 ID_EXPECTED = f"an id matching {ID_PATTERN} (letters, digits, '.', '_', '-'; no '/')"
 
-# A check returns None when the value is fine, else what was expected (used in "expected X, got Y").
-Check = Callable[[Any], "str | None"]
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _pos_int(v: Any) -> str | None:
-    return None if _is_int(v) and v >= 1 else "int >= 1"
-
-
-def _fraction(v: Any) -> str | None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
-    return None if ok else "float in (0, 1]"
-
-
-def _text(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else "non-empty string"
-
-
-def _flag(v: Any) -> str | None:
-    return None if isinstance(v, bool) else "true or false"
-
-
-def _one_of(*choices: str) -> Check:
-    def check(v: Any) -> str | None:
-        return None if isinstance(v, str) and v in choices else "one of " + ", ".join(choices)
-
-    return check
-
-
-CONTEXT_FIELDS: dict[str, dict[str, Check]] = {
-    "identity": {"model": _text, "hf_path": _text, "hardware": _text, "quant": _text,
-                 "kv_cache_dtype": _text},
-    "parallelism": {"tp": _pos_int, "dp": _pos_int, "pp": _pos_int, "ep": _pos_int, "strategy": _text},
-    "serving": {
-        "max_num_seqs": _pos_int, "max_num_batched_tokens": _pos_int, "gpu_memory_utilization": _fraction,
-        "max_model_len": _pos_int, "cudagraph_mode": _text, "enforce_eager": _flag,
-        "async_scheduling": _flag, "prefix_caching": _flag,
-    },
-    "workload": {"dataset": _text, "isl": _pos_int, "osl": _pos_int, "concurrency": _pos_int,
-                 "num_prompts": _pos_int},
-    "regime": {"cache": _one_of("warm", "cold"), "tier": _one_of("latency", "throughput")},
-    "stack": {"image": _text, "engine_commit": _text, "bench_backend": _text, "engine": _text},
-    "grounding": {"sol_rigor": _one_of(*SOL_RIGOR_LEVELS), "trials": _pos_int, "same_node": _flag,
-                  "baseline": _text},
-}
 TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
             "krhpa")
 CELL_KEYS = ("id", "description", "captures", "timelines", "samples", "context")
@@ -139,28 +98,6 @@ class Campaign:
             f"campaign {self.id!r} ({self.config_path}): no cell with id {cell_id!r}; known cell ids: "
             f"{known}. Use one of these, or add the cell under `cells:` in config.yaml."
         )
-
-
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a new dict: override merged into base, recursing into mappings; None values are skipped."""
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if value is None:
-            continue
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
-    """Return the dotted paths of context fields still null or absent, in schema order (for publish)."""
-    missing = []
-    for section, fields in CONTEXT_FIELDS.items():
-        values = context.get(section) or {}
-        missing += [f"{section}.{name}" for name in fields if values.get(name) is None]
-    return missing
 
 
 def _join(path: str, key: Any) -> str:
@@ -255,7 +192,7 @@ class _Walk:
                     self.extra(_join(path, key), key, CELL_KEYS)
             cell_id = self._cell_id(item, path, seen, i)
             description = item.get("description")
-            if description is not None and (expected := _text(description)):
+            if description is not None and (expected := nonempty_text(description)):
                 self.bad(f"{path}.description", expected, description)
             captures = self._captures(item.get("captures"), f"{path}.captures")
             timelines = self._captures(item.get("timelines"), f"{path}.timelines")
@@ -289,7 +226,7 @@ class _Walk:
             return []
         out = []
         for i, item in enumerate(node):
-            if _text(item):
+            if nonempty_text(item):
                 self.bad(f"{path}[{i}]", "a path (string) relative to the campaign folder", item)
             elif Path(item).is_absolute():
                 self.problems.append(f"{path}[{i}]: expected a path relative to the campaign folder, got "
@@ -305,15 +242,15 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
         if key not in TOP_KEYS:
             w.extra(str(key), key, TOP_KEYS)
     if w.required(raw, "schema_version", str(SCHEMA_VERSION)) and (
-        not _is_int(raw["schema_version"]) or raw["schema_version"] != SCHEMA_VERSION
+        not is_int(raw["schema_version"]) or raw["schema_version"] != SCHEMA_VERSION
     ):
         w.bad("schema_version", f"{SCHEMA_VERSION} (the only version this perfreport reads)",
               raw["schema_version"])
     if w.required(raw, "campaign", campaign_dir.name or "my-campaign") and not is_valid_id(raw["campaign"]):
         w.bad("campaign", ID_EXPECTED, raw["campaign"])
-    if w.required(raw, "hardware", "h200_sm90") and (expected := _text(raw["hardware"])):
+    if w.required(raw, "hardware", "h200_sm90") and (expected := nonempty_text(raw["hardware"])):
         w.bad("hardware", f"a ceiling token ({expected}) such as 'h200_sm90'", raw["hardware"])
-    if w.required(raw, "sol_rigor", "L2") and (expected := _one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
+    if w.required(raw, "sol_rigor", "L2") and (expected := one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
         w.bad("sol_rigor", expected, raw["sol_rigor"])
     override = _ceilings_override(w, raw.get("ceilings_override"), campaign_dir)
     # krhpa: only its shape is checked here, so import and render work on a half-filled rubric; its fields are
@@ -335,7 +272,7 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
 def _ceilings_override(w: _Walk, value: Any, campaign_dir: Path) -> Path | None:
     if value is None:
         return None
-    if _text(value):
+    if nonempty_text(value):
         w.bad("ceilings_override", "a path (string) relative to the campaign folder, or null", value)
         return None
     if Path(value).is_absolute():
@@ -410,7 +347,7 @@ def campaign_init(directory: Path, campaign_id: str | None = None, hardware: str
             raise
         raise IdError(f"{exc.message} The id defaults to the folder name {name!r}; pass campaign_id "
                       f"(--id) to choose a valid one.") from exc
-    if _text(hardware) or "\n" in hardware:
+    if nonempty_text(hardware) or "\n" in hardware:
         raise InputError(f"campaign init: hardware must be a ceiling token such as 'h200_sm90', got "
                          f"{_show(hardware)}.")
     config_path = directory / CONFIG_NAME
@@ -425,26 +362,3 @@ def campaign_init(directory: Path, campaign_id: str | None = None, hardware: str
     )
     write_text_atomic(config_path, text)
     return config_path
-
-
-PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
-# Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
-ZERO_IMPOSSIBLE = frozenset(
-    name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
-    if check(0) is not None and check(1) is None
-)
-
-
-def context_value_problem(name: str, value: Any) -> str | None:
-    """Return why a context value cannot be published (missing, empty, a placeholder, an impossible 0), or None."""
-    if value is None:
-        return "missing"
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return "empty"
-        if text.lower() in PLACEHOLDERS:
-            return f"placeholder {value!r}; write the real value"
-    if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
-        return f"{value!r} is impossible here (expected > 0); write the real value"
-    return None

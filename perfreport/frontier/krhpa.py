@@ -15,7 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from perfreport.config.campaign import Campaign, context_value_problem
+from perfreport.config.campaign import Campaign
+from perfreport.config.context import context_value_problem
 
 LEVELS = (1, 2, 3, 4)
 # letter -> (meaning, names of levels 1..4)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfreport.config.campaign import CONTEXT_FIELDS
+from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.errors import PerfReportError
 from perfreport.lake.history import open_lake, tables_as_of
 from perfreport.lake.rows import DESCRIPTOR, KERNEL_MEASURES

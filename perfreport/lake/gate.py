@@ -12,14 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfreport.config.campaign import (
-    CONTEXT_FIELDS,
-    Campaign,
-    Cell,
-    context_value_problem,
-    load_campaign,
-    missing_context_fields,
-)
+from perfreport.config.campaign import Campaign, Cell, load_campaign
+from perfreport.config.context import CONTEXT_FIELDS, context_value_problem, missing_context_fields
 from perfreport.errors import ConfigError, PerfReportError
 from perfreport.frontier.krhpa import krhpa_problems
 from perfreport.ncu.cells import FILE_NAME, read_cell

@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfreport.config.campaign import CONTEXT_FIELDS, Campaign
+from perfreport.config.campaign import Campaign
+from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.frontier.krhpa import krhpa_label
 from perfreport.lake.gate import CellCheck
 from perfreport.ncu.row import FIELDS as KERNEL_FIELDS

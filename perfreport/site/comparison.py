@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfreport.config.campaign import CONTEXT_FIELDS
+from perfreport.config.context import CONTEXT_FIELDS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""The context descriptor: the fields every published number must carry (model, hardware, quant, parallelism,
+serving config, workload, regime, stack, grounding), their checks, and what makes a value publishable.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+SOL_RIGOR_LEVELS = ("L1", "L2", "L3", "L4")
+
+# A check returns None when the value is fine, else what was expected (used in "expected X, got Y").
+Check = Callable[[Any], "str | None"]
+
+
+def is_int(v: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def pos_int(v: Any) -> str | None:
+    """Check: an int >= 1."""
+    return None if is_int(v) and v >= 1 else "int >= 1"
+
+
+def fraction(v: Any) -> str | None:
+    """Check: a number in (0, 1]."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
+    return None if ok else "float in (0, 1]"
+
+
+def nonempty_text(v: Any) -> str | None:
+    """Check: a string with something besides whitespace."""
+    return None if isinstance(v, str) and v.strip() else "non-empty string"
+
+
+def flag(v: Any) -> str | None:
+    """Check: true or false."""
+    return None if isinstance(v, bool) else "true or false"
+
+
+def one_of(*choices: str) -> Check:
+    """Check: one of the given strings."""
+    def check(v: Any) -> str | None:
+        return None if isinstance(v, str) and v in choices else "one of " + ", ".join(choices)
+
+    return check
+
+
+CONTEXT_FIELDS: dict[str, dict[str, Check]] = {
+    "identity": {"model": nonempty_text, "hf_path": nonempty_text, "hardware": nonempty_text, "quant": nonempty_text,
+                 "kv_cache_dtype": nonempty_text},
+    "parallelism": {"tp": pos_int, "dp": pos_int, "pp": pos_int, "ep": pos_int, "strategy": nonempty_text},
+    "serving": {
+        "max_num_seqs": pos_int, "max_num_batched_tokens": pos_int, "gpu_memory_utilization": fraction,
+        "max_model_len": pos_int, "cudagraph_mode": nonempty_text, "enforce_eager": flag,
+        "async_scheduling": flag, "prefix_caching": flag,
+    },
+    "workload": {"dataset": nonempty_text, "isl": pos_int, "osl": pos_int, "concurrency": pos_int,
+                 "num_prompts": pos_int},
+    "regime": {"cache": one_of("warm", "cold"), "tier": one_of("latency", "throughput")},
+    "stack": {"image": nonempty_text, "engine_commit": nonempty_text, "bench_backend": nonempty_text,
+              "engine": nonempty_text},
+    "grounding": {"sol_rigor": one_of(*SOL_RIGOR_LEVELS), "trials": pos_int, "same_node": flag,
+                  "baseline": nonempty_text},
+}
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a new dict: override merged into base, recursing into mappings; None values are skipped."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
+    """Return the dotted paths of context fields still null or absent, in schema order (for publish)."""
+    missing = []
+    for section, fields in CONTEXT_FIELDS.items():
+        values = context.get(section) or {}
+        missing += [f"{section}.{name}" for name in fields if values.get(name) is None]
+    return missing
+
+
+PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
+# Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
+ZERO_IMPOSSIBLE = frozenset(
+    name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
+    if check(0) is not None and check(1) is None
+)
+
+
+def context_value_problem(name: str, value: Any) -> str | None:
+    """Return why a context value cannot be published (missing, empty, a placeholder, an impossible 0), or None."""
+    if value is None:
+        return "missing"
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return "empty"
+        if text.lower() in PLACEHOLDERS:
+            return f"placeholder {value!r}; write the real value"
+    if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
+        return f"{value!r} is impossible here (expected > 0); write the real value"
+    return None
