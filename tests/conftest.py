@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from perfreport.cli.main import cli
-from perfreport.warehouse.campaign_import import import_campaign
 from perfreport.site.render import RenderResult, report_render
+from perfreport.warehouse.campaign_import import import_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"
@@ -113,23 +117,36 @@ def rich_site(rich_campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return report_render(rich_campaign, tmp_path_factory.mktemp("rich-site"))
 
 
-ONE_CELL_CONFIG = """schema_version: 1
-campaign: t-campaign
-hardware: h200_sm90
-sol_rigor: L2
-cells:
-  - id: c1
-    description: test cell
-"""
+class _IndentedDumper(yaml.SafeDumper):
+    """Indent block sequences under their key, as the hand-written campaign configs do."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+MINIMAL_CONFIG: dict[str, Any] = {"schema_version": 1, "campaign": "t-campaign", "hardware": "h200_sm90",
+                                  "sol_rigor": "L2", "cells": [{"id": "c1", "description": "test cell"}]}
+
+
+def config_text(**overrides: Any) -> str:
+    """The minimal valid campaign config.yaml text; each override replaces (or adds) one top-level key."""
+    return yaml.dump({**MINIMAL_CONFIG, **overrides}, Dumper=_IndentedDumper, sort_keys=False)
+
+
+def write_config(campaign_dir: Path, **overrides: Any) -> Path:
+    """Write the minimal campaign config (see config_text) into campaign_dir, creating it; return campaign_dir."""
+    campaign_dir.mkdir(parents=True, exist_ok=True)
+    (campaign_dir / "config.yaml").write_text(config_text(**overrides))
+    return campaign_dir
+
+
+ONE_CELL_CONFIG = config_text()  # the same text as a constant, for tests that write it themselves
 
 
 @pytest.fixture()
 def campaign(tmp_path: Path) -> Path:
     """An empty one-cell campaign (`c1`, hardware h200_sm90) in tmp_path."""
-    d = tmp_path / "camp"
-    d.mkdir()
-    (d / "config.yaml").write_text(ONE_CELL_CONFIG)
-    return d
+    return write_config(tmp_path / "camp")
 
 
 @pytest.fixture
@@ -144,13 +161,34 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return record
 
 
-def run_cli(*args: str) -> tuple[int, str]:
-    """Invoke the CLI in-process; return (exit code, output as a terminal shows it: stdout and stderr)."""
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
+@dataclass(frozen=True)
+class CliRun:
+    """One in-process CLI run; unpacks as (exit_code, output) for the common `code, out = run_cli(...)`."""
+
+    exit_code: int
+    output: str  # stdout and stderr interleaved, as a terminal shows them
+    stdout: str
+    stderr: str
+    exception: BaseException | None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.exit_code, self.output))
+
+
+def run_cli(*args: str, ok: bool | None = None, input: str | None = None,
+            env: Mapping[str, str | None] | None = None) -> CliRun:
+    """Invoke `perftunereport ARGS` in-process; ok=True/False asserts success/failure and shows the output if not."""
+    result = CliRunner().invoke(cli, list(args), input=input, env=env)
+    run = CliRun(result.exit_code, result.output, result.stdout, result.stderr, result.exception)
+    if ok is not None and (run.exit_code == 0) != ok:
+        crashed = result.exc_info is not None and not isinstance(run.exception, SystemExit)
+        crash = "".join(traceback.format_exception(*result.exc_info)) if crashed and result.exc_info else ""
+        pytest.fail(f"perftunereport {' '.join(args)}: exit {run.exit_code}, expected "
+                    f"{'0' if ok else 'non-zero'}\n{run.output}\n{crash}", pytrace=False)
+    return run
 
 
 def run_cli_streams(*args: str) -> tuple[int, str, str]:
-    """Invoke the CLI in-process; return (exit code, stdout, stderr) apart."""
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.stdout, result.stderr
+    """Invoke the CLI in-process; return (exit code, stdout, stderr) apart (run_cli's .stdout/.stderr as a tuple)."""
+    run = run_cli(*args)
+    return run.exit_code, run.stdout, run.stderr

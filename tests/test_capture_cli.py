@@ -11,22 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 
 from perfreport.bundle.receipt import load_receipt
-from perfreport.cli.main import cli
 from perfreport.files import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "data" / "fake_ncu"
 NCU, SMI = str(FAKE / "ncu"), str(FAKE / "nvidia-smi")
 HOSTILE = "a'; rm -rf / #"
-
-
-def invoke(*args: str) -> tuple[int, str]:
-    """Run the CLI in-process; (exit code, stdout + stderr)."""
-    res = CliRunner().invoke(cli, list(args))
-    return res.exit_code, res.output
 
 
 def run_args(bundle: Path, *extra: str) -> list[str]:
@@ -36,10 +29,9 @@ def run_args(bundle: Path, *extra: str) -> list[str]:
 
 def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
-                                 "--campaign", "h200-oracle", "--cell-id", "oracle", "--output", "gemm",
-                                 "--env", "PYTHONUNBUFFERED=1", "--", "python3", "oracle.py", "--only", "gemm"))
-    assert code == 0, out
+    run_cli(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
+                      "--campaign", "h200-oracle", "--cell-id", "oracle", "--output", "gemm",
+                      "--env", "PYTHONUNBUFFERED=1", "--", "python3", "oracle.py", "--only", "gemm"), ok=True)
     prof = bundle / "ncu-profiles"
     assert sorted(p.name for p in prof.iterdir()) == ["gemm-raw.csv", "gemm-sol.csv", "gemm.ncu-output.txt",
                                                        "gemm.ncu-rep", "gemm.receipt.json"]
@@ -61,8 +53,7 @@ def test_launch_and_attach_writes_report_exports_and_a_valid_receipt(fake_ncu: P
 
 def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--kernel-name", HOSTILE, "--output", "live", "--timeout", "30"))
-    assert code == 0, out
+    run_cli(*run_args(bundle, "--kernel-name", HOSTILE, "--output", "live", "--timeout", "30"), ok=True)
     events = [json.loads(line) for line in fake_ncu.read_text().splitlines()]
     argv = next(e["argv"] for e in events if "argv" in e and "attach" in e["argv"])
     assert argv[argv.index("--kernel-name") + 1] == HOSTILE  # one argv element, no shell
@@ -76,9 +67,8 @@ def test_attach_waits_for_the_kernels_then_interrupts_its_own_ncu(fake_ncu: Path
 
 def test_graph_profiling_option_reaches_the_attach_argv(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--kernel-name", "regex:nvjet", "--graph-profiling", "graph",
-                                 "--output", "g", "--timeout", "30"))
-    assert code == 0, out
+    run_cli(*run_args(bundle, "--kernel-name", "regex:nvjet", "--graph-profiling", "graph",
+                      "--output", "g", "--timeout", "30"), ok=True)
     attaches = [json.loads(line)["argv"] for line in fake_ncu.read_text().splitlines() if '"argv"' in line
                 and "attach" in json.loads(line)["argv"]]
     assert len(attaches) == 1 and attaches[0][attaches[0].index("--graph-profiling") + 1] == "graph"
@@ -90,8 +80,8 @@ def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake_ncu: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NCU_SCENARIO", "empty")
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:elementwise_kern",
-                                 "--output", "empty", "--", "python3", "tiny.py"))
+    code, out = run_cli(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:elementwise_kern",
+                                  "--output", "empty", "--", "python3", "tiny.py"))
     assert code == 2
     assert "0 kernel(s) profiled" in out and "no-kernels-profiled" in out
     assert "--kernel-name regex:elementwise_kernel" in out  # the closest name ncu listed
@@ -102,7 +92,7 @@ def test_empty_capture_fails_with_the_diagnosis_and_keeps_the_receipt(fake_ncu: 
 
 def test_refused_plan_runs_nothing_and_writes_nothing(fake_ncu: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--set", "full", "--output", "x"))
+    code, out = run_cli(*run_args(bundle, "--set", "full", "--output", "x"))
     assert code == 2 and "refused by the capture policy" in out
     assert "unscoped" in out and "basic-before-full" in out
     assert not fake_ncu.exists() and not (bundle / "ncu-profiles" / "x.receipt.json").exists()
@@ -112,17 +102,16 @@ def test_existing_evidence_is_never_overwritten(fake_ncu: Path, tmp_path: Path) 
     bundle = tmp_path / "b"
     args = run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet", "--output", "g", "--",
                     "python3", "x.py")
-    assert invoke(*args)[0] == 0
-    code, out = invoke(*args)
+    run_cli(*args, ok=True)
+    code, out = run_cli(*args)
     assert code == 2 and "refusing to overwrite evidence" in out and "--output g-2" in out
 
 
 def test_run_then_import_into_the_campaign(fake_ncu: Path, tmp_path: Path, campaign: Path) -> None:
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
-                                 "--cell-id", "c1", "--output", "g", "--import", str(campaign), "--", "python3",
-                                 "x.py"))
-    assert code == 0, out
+    run_cli(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
+                      "--cell-id", "c1", "--output", "g", "--import", str(campaign), "--", "python3",
+                      "x.py"), ok=True)
     cell = json.loads((campaign / "cells" / "c1" / "ncu_kernels.json").read_text())
     src = cell["sources"][0]
     assert src["file"].endswith("g-raw.csv") and src["format"] == "csv-raw"
@@ -131,32 +120,32 @@ def test_run_then_import_into_the_campaign(fake_ncu: Path, tmp_path: Path, campa
     assert [s["step"] for s in r["steps"]][-1] == "import_ncu" and r["steps"][-1]["rc"] == 0
 
 
-def test_diagnose_verb_on_real_logs() -> None:
+def test_diagnose_verb_prints_the_failure_code_and_exit_status_on_real_logs() -> None:
     data = ROOT / "tests" / "data"
-    code, out = invoke("capture", "diagnose", str(data / "h200_capture" / "launch_clock_control.log"))
+    code, out = run_cli("capture", "diagnose", str(data / "h200_capture" / "launch_clock_control.log"))
     assert code == 1 and out.startswith("launch-mode-option:") and "--clock-control" in out
-    code, out = invoke("capture", "diagnose", "--json", str(data / "h200_oracle" / "oracle_full.log"))
+    code, out = run_cli("capture", "diagnose", "--json", str(data / "h200_oracle" / "oracle_full.log"))
     assert code == 0 and [d["code"] for d in json.loads(out)] == ["ok"]
-    code, out = invoke("capture", "diagnose", str(data / "h200_shared" / "empty.log"))
+    code, out = run_cli("capture", "diagnose", str(data / "h200_shared" / "empty.log"))
     assert code == 1 and out.startswith("no-kernels-profiled:") and "reduce_kernel" in out
-    code, out = invoke("capture", "diagnose", str(data / "nope.log"))
+    code, out = run_cli("capture", "diagnose", str(data / "nope.log"))
     assert code == 2 and "does not exist" in out
 
 
-def test_preflight_verb_with_the_recorded_h200_answers(fake_ncu: Path) -> None:
-    code, out = invoke("capture", "preflight", "--ncu", NCU, "--nvidia-smi", SMI, "--kernel-name", "regex:nvjet",
-                       "--json")
+def test_preflight_verb_passes_on_the_recorded_h200_answers_and_fails_without_ncu(fake_ncu: Path) -> None:
+    code, out = run_cli("capture", "preflight", "--ncu", NCU, "--nvidia-smi", SMI, "--kernel-name", "regex:nvjet",
+                        "--json")
     doc = json.loads(out)
     checks = {c["name"]: c["status"] for c in doc["checks"]}
     assert checks["ncu"] == "ok" and checks["gpu"] == "ok" and checks["ncu-options"] == "ok"
     assert code == (0 if doc["ok"] else 1)
-    code, out = invoke("capture", "preflight", "--ncu", str(FAKE / "no-such-ncu"), "--nvidia-smi", SMI)
+    code, out = run_cli("capture", "preflight", "--ncu", str(FAKE / "no-such-ncu"), "--nvidia-smi", SMI)
     assert code == 1 and "fail ncu" in out
 
 
 def test_release_verb_detaches_and_reports_the_pid(fake_ncu: Path, tmp_path: Path) -> None:
-    code, out = invoke("capture", "release", "--ncu", NCU, "--log", str(tmp_path / "rel.txt"), "--attempts", "2")
-    assert code == 0, out
+    out = run_cli("capture", "release", "--ncu", NCU, "--log", str(tmp_path / "rel.txt"), "--attempts", "2",
+                  ok=True).output
     assert "released process 692 after 1 attach attempt(s)" in out
     events = [json.loads(line) for line in fake_ncu.read_text().splitlines()]
     argv = next(e["argv"] for e in events if "argv" in e)
@@ -175,9 +164,8 @@ def test_exports_fall_back_to_ncu_report_when_ncu_import_fails(fake_ncu: Path, t
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_NCU_IMPORT_FAILS", "1")
     bundle = tmp_path / "b"
-    code, out = invoke(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
-                                 "--output", "g", "--", "python3", "x.py"))
-    assert code == 0, out
+    out = run_cli(*run_args(bundle, "--mode", "launch-and-attach", "--kernel-name", "regex:nvjet",
+                            "--output", "g", "--", "python3", "x.py"), ok=True).output
     assert "written through ncu_report" in out
     prof = bundle / "ncu-profiles"
     raw = (prof / "g-raw.csv").read_text().splitlines()

@@ -42,7 +42,9 @@ def _wedged(v: dict[str, object]) -> bool:
     return bool(v["empty_1"] and v["unattachable_2"])
 
 
+@pytest.mark.evidence
 def test_graph_mode_release_then_node_attach_wedges_in_four_of_six_micro_lives() -> None:
+    """Re-reads micro_variants_graph_release.log."""
     lives = _variants("micro_variants_graph_release.log")
     assert len(lives) == 6 and {v["mode"] for v in lives} == {"graph"}
     assert [_wedged(v) for v in lives] == [False, True, False, True, True, True]
@@ -59,7 +61,9 @@ def test_graph_mode_release_then_node_attach_wedges_in_four_of_six_micro_lives()
             assert v["profiled_1"] and statistics.median(us) > 50, us
 
 
+@pytest.mark.evidence
 def test_node_mode_release_never_wedged_in_the_micro_probe() -> None:
+    """Re-reads micro_variants_node_release.log."""
     lives = _variants("micro_variants_node_release.log")
     assert len(lives) == 4 and {v["mode"] for v in lives} == {"node"}
     assert all(v["profiled_1"] and not v["unattachable_2"] for v in lives)
@@ -73,7 +77,9 @@ def _windows(name: str) -> list[tuple[float, float]]:
     return [(float(t), float(r)) for t, r in rows]
 
 
+@pytest.mark.evidence
 def test_server_graph_release_serves_fast_until_the_first_node_attach_then_slow_for_good() -> None:
+    """Re-reads load_graph.log, load_graph.json.gz and probe.log."""
     w = _windows("load_graph.log")
     before = [r for t, r in w if t < 8]
     after = [r for t, r in w if 10 <= t < 40]
@@ -84,14 +90,19 @@ def test_server_graph_release_serves_fast_until_the_first_node_attach_then_slow_
     assert probe.count('==PROF== Profiling "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"') >= 2
 
 
+@pytest.mark.evidence
 def test_server_node_release_serves_slow_throughout_and_every_attach_profiles() -> None:
+    """Re-reads load_node.log and release_node.txt."""
     w = _windows("load_node.log")
     assert max(r for _, r in w) < 400  # never fast: the node-mode release already switched the replays
     text = (PROBE / "release_node.txt").read_text()
     assert "Available Kernels:" in text and "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT" in text
 
 
+@pytest.mark.evidence
 def test_the_wedge_counts_in_the_diagnosis_match_the_probes() -> None:
+    """Re-reads the micro probe logs, probe.log, overhead3/capture_overhead.log and launch_cost's probe log against
+    diagnose.GRAPH_WEDGE."""
     graph = _variants("micro_variants_graph_release.log")
     node = _variants("micro_variants_node_release.log")
     probe = (PROBE / "probe.log").read_text()

@@ -24,7 +24,7 @@ GOOD = {"gemm_bf16_basic": ("basic", "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))
-def test_receipts_of_the_h200_captures(name: str) -> None:
+def test_each_h200_receipt_names_gpu_ncu_set_and_the_digest_of_its_csv(name: str) -> None:
     r = load_receipt(RUN / f"{name}.receipt.json")
     section_set, kernel = GOOD[name]
     assert (r["gpu_name"], r["ncu_version"], r["driver_version"]) == ("NVIDIA H200", "2025.3.1.0", "580.159.04")
@@ -56,7 +56,7 @@ def test_gemm_full_capture_imports_with_2mnk_tensor_flops(campaign: Path) -> Non
     assert k["sol_ceiling_key"].startswith("h200_sm90.")
 
 
-def test_gemm_basic_capture_has_no_ai(campaign: Path) -> None:
+def test_basic_set_capture_leaves_ai_null(campaign: Path) -> None:
     k = _import(campaign, "gemm_bf16_basic.ncu-rep.gz")
     assert k["arithmetic_intensity"] is None and k["ai_measured"] is False and k["flops"] is None
 

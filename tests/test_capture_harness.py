@@ -80,7 +80,7 @@ def test_parse_shape_named_ints_and_tensor_shapes() -> None:
     ("a=16x0", "numpy:matmul", "--shape 'a=16x0': a: expected dimensions such as 16x4096 (positive integers joined "
                                "by x), got '16x0'."),
 ])
-def test_parse_shape_errors(text: str, op: str | None, message: str) -> None:
+def test_bad_shape_text_is_refused_with_the_exact_message(text: str, op: str | None, message: str) -> None:
     with pytest.raises(InputError) as err:
         parse_shape(text, op)
     assert err.value.format_message() == message
@@ -104,7 +104,7 @@ def test_parse_shape_errors(text: str, op: str | None, message: str) -> None:
     ({"op": "gemm", "shape": "m=1,n=1,k=1", "arrays": "jax"}, "harness --arrays: expected one of auto, numpy, "
                                                               "torch, got 'jax'."),
 ])
-def test_spec_errors(kwargs: dict[str, Any], message: str) -> None:
+def test_bad_harness_spec_is_refused_with_the_exact_message(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError) as err:
         HarnessSpec(**kwargs)
     assert err.value.format_message() == message
@@ -132,7 +132,8 @@ def test_spec_defaults_and_argv_round_trip() -> None:
     ("rmsnorm", "t=2,h=3", "fp32", 24, (12 + 3) * 4),
     ("numpy:matmul", "a=2x3,b=3x4", None, None, None),
 ])
-def test_op_cost_formulas(op: str, shape: str, dtype: str | None, flop: int | None, nbytes: int | None) -> None:
+def test_op_cost_gives_the_flop_and_byte_counts_of_its_formula(op: str, shape: str, dtype: str | None, flop: int | None,
+                                                                nbytes: int | None) -> None:
     assert op_cost(HarnessSpec(op, shape, dtype)) == (flop, nbytes)
 
 
@@ -227,7 +228,7 @@ def test_capture_harness_prints_the_command_before_running() -> None:
     (HarnessSpec("numpy:matmul", "a=1", "bf16", device="cpu"), "harness op 'numpy:matmul': --dtype bf16: numpy has "
      "no bfloat16. Use fp32, fp16 or fp64, or --arrays torch."),
 ])
-def test_callable_errors(spec: HarnessSpec, message: str) -> None:
+def test_bad_callable_op_is_refused_with_the_exact_message(spec: HarnessSpec, message: str) -> None:
     with pytest.raises(InputError) as err:
         build_op(spec)
     assert err.value.format_message() == message
@@ -242,7 +243,8 @@ def test_a_failing_op_names_the_op_and_its_inputs() -> None:
 
 @pytest.mark.parametrize("op,shape", [("gemm", "m=16,n=4096,k=4096"), ("fp8-gemm", "m=16,n=16,k=16"),
                                       ("sdpa", "b=1,h=1,s=8,d=8"), ("rmsnorm", "t=2,h=8")])
-def test_builtin_ops_without_torch(op: str, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_ops_without_torch_are_refused_with_the_install_hint(op: str, shape: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(InputError, match=rf"^harness op '{op}' needs torch \(pip install '\.\[gpu\]' on the GPU "
                                          r"host\); it cannot be imported here"):

@@ -19,6 +19,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from conftest import CliRun, run_cli
 from referencing import Registry, Resource
 
 from perfreport.bundle.receipt import load_receipt
@@ -253,7 +254,7 @@ def test_dry_run_prints_the_steps_and_runs_nothing(tmp_path: Path, fake: Path) -
     assert len(said) == len(plan.argvs()) and "kubectl create -n inference -f" in said[1]
 
 
-def test_sister_run_end_to_end(tmp_path: Path, fake: Path) -> None:
+def test_sister_run_captures_the_report_and_writes_receipts_then_deletes_the_sister(tmp_path: Path, fake: Path) -> None:
     plan = sister_plan(tmp_path, spec(campaign="h200", cell_id="decode"))
     result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok and result.pod == SISTER_POD
@@ -372,7 +373,7 @@ def test_changed_deployment_is_refused_before_anything_is_created(tmp_path: Path
     assert load_receipt(tmp_path / "bundle" / "ncu-profiles" / "cap1-cleanup.receipt.json")["cleanup"] == []
 
 
-def test_debug_run_end_to_end(tmp_path: Path, fake: Path) -> None:
+def test_debug_run_captures_from_the_serving_pod_and_finds_no_ncu_left(tmp_path: Path, fake: Path) -> None:
     plan = debug_plan(tmp_path)
     result = run_plan(plan, tmp_path / "bundle", kubectl=KUBECTL, **FAST)
     assert result.ok and argvs(fake) == [a[1:] for a in plan.argvs()]
@@ -405,20 +406,14 @@ def test_capture_id_must_make_a_dns_label_for_the_debug_container(tmp_path: Path
 
 
 # -- the click verbs ---------------------------------------------------------------------------------------------
-def _k8s_cli(verb: str, tmp_path: Path, *extra: str) -> Any:
-    from click.testing import CliRunner
-
-    from perfreport.cli.main import cli
-
-    return CliRunner().invoke(cli, ["capture", "k8s", verb, "--method", "sister", "--name", "vllm-llama-8b",
-                                    "-n", "inference", "--container", "vllm", "--capture-id", "cap1",
-                                    "--ncu-image", "nvcr.io/nvidia/cuda:13.0.1-devel", "--from-json", str(K8S),
-                                    "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL, *extra])
+def _k8s_cli(verb: str, tmp_path: Path, *extra: str, ok: bool | None = None) -> CliRun:
+    return run_cli("capture", "k8s", verb, "--method", "sister", "--name", "vllm-llama-8b", "-n", "inference",
+                   "--container", "vllm", "--capture-id", "cap1", "--ncu-image", "nvcr.io/nvidia/cuda:13.0.1-devel",
+                   "--from-json", str(K8S), "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL, *extra, ok=ok)
 
 
 def test_cli_k8s_plan_writes_the_manifest_and_prints_the_argv(tmp_path: Path) -> None:
-    res = _k8s_cli("plan", tmp_path, "--kernel-name", HOSTILE)
-    assert res.exit_code == 0, res.output
+    res = _k8s_cli("plan", tmp_path, "--kernel-name", HOSTILE, ok=True)
     assert "verdict: OK (sister, namespace inference)" in res.output
     assert "kubectl create -n inference -f" in res.output and "cleanup delete-sister" in res.output
     doc = json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())
@@ -430,28 +425,21 @@ def test_cli_k8s_plan_writes_the_manifest_and_prints_the_argv(tmp_path: Path) ->
 
 def test_cli_k8s_method_defaults_to_the_sister(tmp_path: Path) -> None:
     """Without --method the plan is the sister (production never under ncu); --help says why."""
-    from click.testing import CliRunner
-
-    from perfreport.cli.main import cli
-
-    res = CliRunner().invoke(cli, ["capture", "k8s", "plan", "--name", "vllm-llama-8b", "-n", "inference",
-                                   "--container", "vllm", "--capture-id", "cap1", "--ncu-image", "img",
-                                   "--from-json", str(K8S), "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL,
-                                   "--kernel-name", "regex:nvjet"])
-    assert res.exit_code == 0, res.output
+    res = run_cli("capture", "k8s", "plan", "--name", "vllm-llama-8b", "-n", "inference", "--container", "vllm",
+                  "--capture-id", "cap1", "--ncu-image", "img", "--from-json", str(K8S),
+                  "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL, "--kernel-name", "regex:nvjet", ok=True)
     assert "verdict: OK (sister, namespace inference)" in res.output
     assert json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())["method"] == "sister"
-    helped = CliRunner().invoke(cli, ["capture", "k8s", "plan", "--help"])
+    helped = run_cli("capture", "k8s", "plan", "--help", ok=True)
     assert "[default: sister]" in helped.output and "within 2%" in helped.output
 
 
 def test_cli_k8s_run_dry_run_runs_nothing_and_a_run_captures(fake: Path, tmp_path: Path) -> None:
-    dry = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), "--dry-run")
-    assert dry.exit_code == 0, dry.output
+    dry = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), "--dry-run",
+                   ok=True)
     assert not fake.exists() or argvs(fake) == []
     assert dry.output.count("kubectl create -n inference -f") == 1  # each command printed once
     assert dry.output.startswith("verdict: ") and "cleanup delete-sister (always" in dry.output
-    res = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"))
-    assert res.exit_code == 0, res.output
+    res = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), ok=True)
     assert "capture: 1 kernel(s)" in res.output and "cleanup receipt" in res.output
     assert argvs(fake)[-1][:3] == ["delete", "deployment", "vllm-llama-8b-ncu-sister"]

@@ -66,7 +66,8 @@ def test_tensor_parallel_args_give_one_exact_release_per_worker_port(tmp_path: P
     (("--tensor-parallel-size", "4", "--tensor-parallel-size", "2"), 2),  # the last one wins, as argparse
     ((), 1),
 ])
-def test_worker_count_from_the_server_arguments(tmp_path: Path, args: tuple[str, ...], workers: int) -> None:
+def test_worker_count_is_inferred_from_the_server_arguments(tmp_path: Path, args: tuple[str, ...],
+                                                            workers: int) -> None:
     plan = tp_plan(tmp_path, *args)
     assert plan.workers == workers
     assert len(releases(plan)) == workers

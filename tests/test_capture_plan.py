@@ -7,12 +7,11 @@ import shlex
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 
 from perfreport.capture.plan.build import build_plan, plan_text, shell_preview
 from perfreport.capture.plan.policy import check_policy
 from perfreport.capture.plan.spec import CaptureSpec, load_spec, spec_from_mapping
-from perfreport.cli.main import cli
 from perfreport.errors import ConfigError, InputError
 
 HOSTILE = "a'; rm -rf / #"
@@ -162,7 +161,7 @@ def test_spec_yaml_good_and_flags_override(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "phrase"), [("", None), ("[1, 2]\n", "expected a mapping"),
                                                ("a: [\n", "cannot read it as YAML")])
-def test_spec_file_errors(tmp_path: Path, text: str, phrase: str | None) -> None:
+def test_spec_file_loads_or_names_the_problem(tmp_path: Path, text: str, phrase: str | None) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(text)
     if phrase is None:
@@ -175,19 +174,17 @@ def test_spec_file_errors(tmp_path: Path, text: str, phrase: str | None) -> None
 
 
 def test_cli_plan_prints_argv_and_exits_3_on_refusal() -> None:
-    runner = CliRunner()
-    ok = runner.invoke(cli, ["capture", "plan", "--kernel-name", HOSTILE, "--env", "A=1", "--", "python3", "-u",
-                             "srv.py", "--port", "8000"])
-    assert ok.exit_code == 0, ok.output
+    ok = run_cli("capture", "plan", "--kernel-name", HOSTILE, "--env", "A=1", "--", "python3", "-u", "srv.py",
+                 "--port", "8000", ok=True)
     assert "verdict: OK" in ok.output and "-- python3 -u srv.py --port 8000" in ok.output
-    refused = runner.invoke(cli, ["capture", "plan", "--set", "full", "--", "python3", "srv.py"])
+    refused = run_cli("capture", "plan", "--set", "full", "--", "python3", "srv.py")
     assert refused.exit_code == 3
     assert "verdict: REFUSE" in refused.output and "[refuse] unscoped" in refused.output
     assert "[refuse] basic-before-full" in refused.output
-    js = runner.invoke(cli, ["capture", "plan", "--json", "--kernel-name", "regex:nvjet", "--output", "g"])
+    js = run_cli("capture", "plan", "--json", "--kernel-name", "regex:nvjet", "--output", "g")
     doc = json.loads(js.output)
     assert doc["verdict"] == "warn" and doc["captures"]["g"]["attach"][-2:] == ["-o", "g"]  # ncu-launch-cost
-    bad = runner.invoke(cli, ["capture", "plan", "--env", "NOEQUALS"])
+    bad = run_cli("capture", "plan", "--env", "NOEQUALS")
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output
 
 

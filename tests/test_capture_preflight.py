@@ -70,7 +70,7 @@ def test_ncu_ok_parses_the_real_version() -> None:
     assert (CAPTURE / "ncu-version.txt").read_text().splitlines()[2].startswith("Version 2025.3.1.0 (build 36398880)")
 
 
-def test_ncu_missing(tmp_path: Path) -> None:
+def test_missing_ncu_fails_with_the_path_to_pass(tmp_path: Path) -> None:
     check, path = check_ncu(str(tmp_path / "no-ncu"))
     assert (check.status, path) == ("fail", None)
     assert "not found" in check.message and "--ncu /usr/local/cuda/bin/ncu" in check.message
@@ -78,7 +78,7 @@ def test_ncu_missing(tmp_path: Path) -> None:
     assert check.status == "fail" and "not on PATH" in check.message
 
 
-def test_ncu_version_nonzero(tmp_path: Path) -> None:
+def test_ncu_version_failure_fails_with_its_rc_and_stderr(tmp_path: Path) -> None:
     broken = stub(tmp_path, "ncu", "echo 'libnvperf_host.so: cannot open shared object file' >&2; exit 127")
     check, path = check_ncu(broken)
     assert (check.status, path) == ("fail", None)
@@ -102,7 +102,7 @@ def test_driver_and_gpu_from_recorded_h200_output() -> None:
                                     "memory_used_mib": 615.0, "memory_free_mib": 143156.0}]
 
 
-def test_nvidia_smi_missing(tmp_path: Path) -> None:
+def test_missing_nvidia_smi_fails_driver_and_gpu_checks(tmp_path: Path) -> None:
     result = preflight(NCU, str(tmp_path / "no-smi"), env={}, euid=0, proc_root=tmp_path)
     assert [result.check(n).status for n in ("driver", "gpu", "gpu-memory")] == ["fail", "fail", "warn"]
     assert "not found: no NVIDIA driver is visible" in result.check("driver").message
@@ -110,7 +110,7 @@ def test_nvidia_smi_missing(tmp_path: Path) -> None:
     assert "cannot tell" in result.check("gpu-memory").message
 
 
-def test_nvidia_smi_failing(tmp_path: Path) -> None:
+def test_failing_nvidia_smi_reports_its_rc_and_the_lsmod_hint(tmp_path: Path) -> None:
     smi = stub(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed because it couldn''t communicate with the "
                                        "NVIDIA driver.'; exit 9")
     gpus, cuda, why = query_gpus(smi)
@@ -167,13 +167,13 @@ def test_counters_admin_only_root_ok_and_cap_check(tmp_path: Path) -> None:
     assert check_counter_permission(params, 0, root / "self" / "status").status == "ok"
 
 
-def test_counters_open(tmp_path: Path) -> None:
+def test_counters_open_to_all_users_pass(tmp_path: Path) -> None:
     root = proc_root(tmp_path, PARAMS_OPEN)
     check = check_counter_permission(root / "driver" / "nvidia" / "params", 1000)
     assert check.status == "ok" and "open to all users" in check.message
 
 
-def test_counters_cannot_tell(tmp_path: Path) -> None:
+def test_unreadable_counter_permission_warns_cannot_tell(tmp_path: Path) -> None:
     check = check_counter_permission(tmp_path / "absent" / "params", 1000)
     assert check.status == "warn" and "cannot tell" in check.message and "ERR_NVGPUCTRPERM" in check.message
     root = proc_root(tmp_path, "RmLogonRC: 1\n")
@@ -296,7 +296,7 @@ def test_ncu_options_removed_attach_fails() -> None:
     assert "ncu >= 2023 removed --attach; use --mode attach" in check.message
 
 
-def test_ncu_options_cannot_tell(tmp_path: Path) -> None:
+def test_ncu_options_unknown_without_help_warn_cannot_tell(tmp_path: Path) -> None:
     no_help = stub(tmp_path, "ncu", "echo '==ERROR== no help here' >&2; exit 1")
     check = check_ncu_options(no_help, ATTACH_PLAN)
     assert check.status == "warn" and "cannot tell" in check.message and "rc=1" in check.message

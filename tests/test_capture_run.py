@@ -128,9 +128,8 @@ def test_release_workers_cli_and_a_port_that_never_answers(fake_ncu: Path, tmp_p
 
     from perfreport.errors import PerfReportError
 
-    code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "2", "--port", "49152",
-                        "--log", str(tmp_path / "rel.txt"))
-    assert code == 0, out
+    out = run_cli("capture", "release", "--ncu", NCU, "--workers", "2", "--port", "49152",
+                  "--log", str(tmp_path / "rel.txt"), ok=True).output
     assert "released process 692 after 1 attach attempt(s)" in out and "released process 693" in out
     assert "release: port 49153 (2 of 2)" in out
     code, out = run_cli("capture", "release", "--ncu", NCU, "--workers", "0")
@@ -165,7 +164,7 @@ def test_exports_are_named_after_their_page() -> None:
 
 
 # -- serving: echo engine, batching, load generator ----------------------------------------------------------------
-def test_percentile_and_windows() -> None:
+def test_percentile_and_windows_count_requests_by_their_end_time() -> None:
     assert percentile([], 50) is None
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
     assert percentile([float(i) for i in range(1, 101)], 99) == pytest.approx(99.01)
@@ -201,7 +200,7 @@ def test_batcher_groups_waiting_requests_and_finishes_each_at_its_own_length() -
     assert seen == [(3, 8, 5)] and [j.tokens for j in batch] == [4, 2, 5] and all(j.done.is_set() for j in batch)
 
 
-def test_echo_server_and_closed_loop_load() -> None:
+def test_echo_server_is_ready_only_after_warm_up_and_serves_the_load() -> None:
     serving = Serving(ServingState(Batcher(EchoEngine(0.001), max_batch=4)))
     try:
         import urllib.error

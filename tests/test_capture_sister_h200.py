@@ -19,6 +19,7 @@ import pytest
 from benchmarks.serving.loadgen import Record, window_stats
 
 DATA = Path(__file__).parent / "data" / "h200_capture"
+pytestmark = pytest.mark.evidence  # every test re-reads the committed sister runs; no product code parses them
 
 
 def load(run: str) -> dict[str, Any]:
@@ -36,6 +37,7 @@ def tput(doc: dict[str, Any], window: str, base: str = "P production alone") -> 
 
 @pytest.mark.parametrize("run", ["overhead_sister", "overhead_sister_always"])
 def test_every_window_is_what_the_production_records_give(run: str) -> None:
+    """Re-reads <run>/capture_overhead.json.gz: each window recomputed from its production records."""
     doc = load(run)
     records = [Record(r["worker"], r["start"], r["end"], r["tokens"], r["error"]) for r in doc["records_b"]]
     assert len(records) > 10_000 and not any(r.error for r in records)
@@ -48,6 +50,7 @@ def test_every_window_is_what_the_production_records_give(run: str) -> None:
 
 @pytest.mark.parametrize("run", ["overhead_sister", "overhead_sister_always"])
 def test_production_never_ran_under_ncu_and_the_sister_did(run: str) -> None:
+    """Re-reads <run>/capture_overhead.json.gz, server_production.log and server_sister.log."""
     doc = load(run)
     assert "==PROF==" not in (DATA / run / "server_production.log").read_text()
     assert "Waiting for profiler to attach" in (DATA / run / "server_sister.log").read_text()
@@ -63,7 +66,8 @@ def test_production_never_ran_under_ncu_and_the_sister_did(run: str) -> None:
 
 def test_sister_driven_only_to_capture_leaves_production_steady() -> None:
     """Outside the capture windows production serves within 2% of its rate beside an idle sister, and above its
-    first (alone) window; sharing the GPU with the same replica without ncu costs far more."""
+    first (alone) window; sharing the GPU with the same replica without ncu costs far more.
+    Re-reads overhead_sister/capture_overhead.json.gz."""
     doc = load("overhead_sister")
     assert doc["config"]["sister_load"] == "capture" and doc["config"]["engine"] == "llama-graph"
     assert 2600 < rows(doc)["P production alone"]["tokens_per_s"] < 2800
@@ -81,6 +85,7 @@ def test_sister_driven_only_to_capture_leaves_production_steady() -> None:
 
 
 def test_sister_serving_throughout_costs_production_its_share_of_the_gpu() -> None:
+    """Re-reads overhead_sister_always/capture_overhead.json.gz."""
     doc = load("overhead_sister_always")
     assert doc["config"].get("sister_load", "always") == "always"
     assert 0.85 < tput(doc, "S0 beside the released sister") < 0.9
@@ -90,6 +95,7 @@ def test_sister_serving_throughout_costs_production_its_share_of_the_gpu() -> No
 
 
 def test_the_policy_states_what_the_sister_run_measured() -> None:
+    """Re-reads overhead_sister/capture_overhead.json.gz against policy.SISTER_MEASURED."""
     from perfreport.capture.plan.policy import SISTER_MEASURED
 
     doc = load("overhead_sister")

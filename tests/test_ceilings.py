@@ -119,7 +119,9 @@ def test_entry_returns_value_and_source(ceilings: Ceilings) -> None:
     assert "H200" in entry["source"]
 
 
+@pytest.mark.evidence
 def test_empirical_values_match_the_recorded_h200_measurement(ceilings: Ceilings) -> None:
+    """Re-reads tests/data/h200_oracle/ceilings.json (oracle.py --ceilings) against sol-ceilings.yaml."""
     import json
     from pathlib import Path
 
@@ -131,9 +133,11 @@ def test_empirical_values_match_the_recorded_h200_measurement(ceilings: Ceilings
     assert measured["gpu"] == "NVIDIA H200"
 
 
+@pytest.mark.evidence
 def test_bf16_burst_and_sustained_ceilings_are_what_the_h200_probe_measured(ceilings: Ceilings) -> None:
     """gemm_probe/: 8192^3 bf16 after idle reaches the burst value; back to back it settles at the sustained one
-    while nvidia-smi shows the 700 W cap (throttle 0x4) and the SM clock under 1,600 MHz."""
+    while nvidia-smi shows the 700 W cap (throttle 0x4) and the SM clock under 1,600 MHz.
+    Re-reads tests/data/h200_oracle/gemm_probe/ (gemm_ceiling_probe.jsonl, nvidia-smi.csv)."""
     import csv
     import json
     import statistics
@@ -265,11 +269,11 @@ FAMILY_CASES = [
 
 
 @pytest.mark.parametrize(("kernel_name", "family"), FAMILY_CASES, ids=[c[0][:48] for c in FAMILY_CASES])
-def test_classify_family(ceilings: Ceilings, kernel_name: str, family: str) -> None:
+def test_kernel_name_classifies_into_its_family(ceilings: Ceilings, kernel_name: str, family: str) -> None:
     assert classify_family(kernel_name, ceilings) == family
 
 
-def test_families_in_match_order(ceilings: Ceilings) -> None:
+def test_families_are_tried_most_specific_first_and_other_last(ceilings: Ceilings) -> None:
     families = ceilings.families()
     assert families[:5] == ["communication", "moe_gemm", "attention", "reduction", "gemm"]
     assert families.index("norm") < families.index("triton_fused")

@@ -169,7 +169,7 @@ def test_kernel_names_are_escaped_in_chart_text(rows: list[dict[str, Any]]) -> N
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
 
 
-def test_deterministic(model: RooflineModel) -> None:
+def test_roofline_figure_is_identical_on_every_build(model: RooflineModel) -> None:
     a = charts.roofline(model, "Roofline").to_plotly_json()
     b = charts.roofline(model, "Roofline").to_plotly_json()
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
@@ -187,7 +187,7 @@ def test_every_chart_kind_passes_plotly_validation(rows: list[dict[str, Any]], m
         go.Figure(fig.to_plotly_json())  # raises ValueError on any invalid property
 
 
-def test_other_charts(rows: list[dict[str, Any]]) -> None:
+def test_warp_stalls_stack_per_reason_and_bars_put_the_largest_on_top(rows: list[dict[str, Any]]) -> None:
     stalls = [{**k, "label": k["id"]} for k in rows if k["warp_stalls_pct"]]
     fig = charts.warp_stalls(stalls, "stalls").to_plotly_json()
     assert fig["layout"]["barmode"] == "stack" and len(fig["data"]) == len({r for k in stalls for r in

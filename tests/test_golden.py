@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import write_config
 
 from perfreport.ncu.importer import import_ncu
 
@@ -25,7 +26,6 @@ CASES = {
     "prefill_layer_full": CAMPAIGN_CAPTURES / "prefill/layer_full.ncu-rep.gz",
     "decode_layer_full": CAMPAIGN_CAPTURES / "decode/layer_full.ncu-rep.gz",
 }
-CONFIG = "schema_version: 1\ncampaign: golden\nhardware: h200_sm90\nsol_rigor: L2\ncells:\n  - id: {case}\n"
 
 
 def _approx(actual: Any, expected: Any, path: str = "") -> None:
@@ -44,10 +44,8 @@ def _approx(actual: Any, expected: Any, path: str = "") -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_golden_ncu_kernels(case: str, tmp_path: Path) -> None:
-    camp = tmp_path / "c"
-    camp.mkdir()
-    (camp / "config.yaml").write_text(CONFIG.format(case=case))
+def test_import_matches_the_golden_ncu_kernels_json(case: str, tmp_path: Path) -> None:
+    camp = write_config(tmp_path / "c", campaign="golden", cells=[{"id": case}])
     result = import_ncu(camp, case, CASES[case])
     actual = json.loads(result.path.read_text())
     golden = GOLDEN / case / "ncu_kernels.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ONE_CELL_CONFIG, run_cli, run_cli_streams
+from conftest import run_cli, write_config
 
 from perfreport.ncu.cells import load_schema
 
@@ -17,20 +17,14 @@ TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"
 SHARED = TESTS / "data" / "h200_shared"
 PREFILL = TESTS.parent / "campaigns" / "h200-decoder-layer" / "captures" / "prefill"
-CONFIG = ONE_CELL_CONFIG
-
-
-_run = run_cli
-
 
 def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
 def test_import_writes_cell_json_valid_against_schema(campaign: Path) -> None:
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
-                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
-    assert code == 0, out
+    out = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                  "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"), ok=True).output
     path = campaign / "cells" / "c1" / "ncu_kernels.json"
     data = json.loads(path.read_text())
     jsonschema.validate(data, load_schema())
@@ -45,33 +39,31 @@ def test_import_writes_cell_json_valid_against_schema(campaign: Path) -> None:
     assert "h200_sm90.fp8_dense_tflops" in out and "compute" in out and "memory" in out
 
 
-def test_dashed_alias_and_deterministic_output(campaign: Path) -> None:
+def test_dashed_alias_imports_and_a_rerun_writes_identical_bytes(campaign: Path) -> None:
     args = ["--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz")]
-    assert _run("import-ncu", *args)[0] == 0
+    run_cli("import-ncu", *args, ok=True)
     first = (campaign / "cells/c1/ncu_kernels.json").read_bytes()
-    assert _run("import_ncu", *args)[0] == 0
+    run_cli("import_ncu", *args, ok=True)
     assert (campaign / "cells/c1/ncu_kernels.json").read_bytes() == first
 
 
 def test_full_and_basic_sources_merge_in_one_cell(campaign: Path) -> None:
     for name in ("oracle_full.ncu-rep.gz", "oracle_basic.ncu-rep.gz"):
-        code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
-                         "--bundle", str(ORACLE / name))
-        assert code == 0, out
+        run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+                "--bundle", str(ORACLE / name), ok=True)
     data = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())
     assert [s["id"] for s in data["sources"]] == ["oracle_basic.ncu-rep.gz", "oracle_full.ncu-rep.gz"]
     assert len(data["kernels"]) == 12
     basic = [k for k in data["kernels"] if k["source"] == "oracle_basic.ncu-rep.gz"]
     assert all(k["arithmetic_intensity"] is None and k["ai_measured"] is False for k in basic)
-    assert "AI left null, not estimated" in _run(
+    assert "AI left null, not estimated" in run_cli(
         "import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
-        "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))[1]
+        "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz")).output
 
 
 def test_several_launches_aggregate_with_stats(campaign: Path) -> None:
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
-                     "--bundle", str(PREFILL / "layer_full.ncu-rep.gz"))
-    assert code == 0, out
+    run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
+            "--bundle", str(PREFILL / "layer_full.ncu-rep.gz"), ok=True)
     kernels = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())["kernels"]
     assert sum(k["launches"] for k in kernels) == 12  # one decoder layer: 12 launches
     k = kernels[0]
@@ -85,8 +77,7 @@ def test_several_launches_aggregate_with_stats(campaign: Path) -> None:
 
 
 def test_bundle_import_fills_kernel_internals_and_keeps_other_fields(tmp_path: Path, campaign: Path) -> None:
-    code, out = _run("bundle", "init", "--id", "b1", "--root", str(tmp_path))
-    assert code == 0, out
+    run_cli("bundle", "init", "--id", "b1", "--root", str(tmp_path), ok=True)
     bundle = tmp_path / "experiments/artifacts/inference-perf-bench/b1"
     shutil.copy(ORACLE / "oracle_full.ncu-rep.gz", bundle / "ncu-profiles")
     doc_path = bundle / "inference_perfbench_v1.json"
@@ -94,8 +85,7 @@ def test_bundle_import_fills_kernel_internals_and_keeps_other_fields(tmp_path: P
     doc["results"] = [{"metric": "tpot_ms", "value": 7.5}]
     doc["custom"] = {"kept": True}
     doc_path.write_text(json.dumps(doc))
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bundle))
-    assert code == 0, out
+    run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bundle), ok=True)
     after = json.loads(doc_path.read_text())
     assert after["results"] == [{"metric": "tpot_ms", "value": 7.5}] and after["custom"] == {"kept": True}
     ki = after["kernel_internals"]
@@ -107,7 +97,7 @@ def test_bundle_import_fills_kernel_internals_and_keeps_other_fields(tmp_path: P
 
 def _assert_refused(campaign: Path, bundle: Path, *needles: str, cell: str = "c1") -> None:
     before = _files(campaign)
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", cell, "--bundle", str(bundle))
+    code, out = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", cell, "--bundle", str(bundle))
     assert code != 0
     assert "Traceback" not in out
     for n in needles:
@@ -138,41 +128,35 @@ def test_bad_inputs_each_give_one_clear_error(tmp_path: Path, campaign: Path) ->
 
 
 def test_bad_campaign_config_lists_every_problem(tmp_path: Path) -> None:
-    d = tmp_path / "bad"
-    d.mkdir()
-    (d / "config.yaml").write_text(CONFIG.replace("sol_rigor: L2", "sol_rigor: L9").replace(
-        "hardware: h200_sm90", "hardware: h200_sm90\ncontext:\n  parallelism:\n    tp: eight"))
-    code, out = _run("import_ncu", "--campaign", str(d), "--cell-id", "c1",
-                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    d = write_config(tmp_path / "bad", sol_rigor="L9", context={"parallelism": {"tp": "eight"}})
+    code, out = run_cli("import_ncu", "--campaign", str(d), "--cell-id", "c1",
+                        "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
     assert code != 0 and "Traceback" not in out
     assert "sol_rigor" in out and "context.parallelism.tp" in out and "'eight'" in out
     assert not (d / "cells").exists()
 
 
 def test_unknown_hardware_token_is_refused(tmp_path: Path) -> None:
-    d = tmp_path / "hw"
-    d.mkdir()
-    (d / "config.yaml").write_text(CONFIG.replace("h200_sm90", "h999_sm99"))
-    code, out = _run("import_ncu", "--campaign", str(d), "--cell-id", "c1",
-                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
+    d = write_config(tmp_path / "hw", hardware="h999_sm99")
+    code, out = run_cli("import_ncu", "--campaign", str(d), "--cell-id", "c1",
+                        "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
     assert code != 0 and "h999_sm99" in out and "h200_sm90" in out
     assert not (d / "cells").exists()
 
 
 def test_strict_refuses_basic_set_capture(campaign: Path) -> None:
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--strict",
-                     "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))
+    code, out = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--strict",
+                        "--bundle", str(ORACLE / "oracle_basic.ncu-rep.gz"))
     assert code != 0 and "--strict" in out and "--set full" in out
     assert not (campaign / "cells").exists()
 
 
-def test_json_summary(campaign: Path) -> None:
-    code, out, err = run_cli_streams("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--json",
-                                     "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"))
-    assert code == 0
-    doc = json.loads(out)  # progress goes to stderr: stdout stays one JSON document
+def test_json_summary_is_the_whole_stdout_and_progress_goes_to_stderr(campaign: Path) -> None:
+    res = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--json",
+                  "--bundle", str(ORACLE / "oracle_full.ncu-rep.gz"), ok=True)
+    doc = json.loads(res.stdout)  # progress goes to stderr: stdout stays one JSON document
     assert doc["kernels"] == 6 and doc["cell_id"] == "c1" and doc["sources"] == ["oracle_full.ncu-rep.gz"]
-    assert err == "[1/1] reading oracle_full.ncu-rep.gz (1.5 MB)\n"
+    assert res.stderr == "[1/1] reading oracle_full.ncu-rep.gz (1.5 MB)\n"
 
 
 def test_progress_per_file_and_per_tenth_of_a_large_report(tmp_path: Path, campaign: Path,
@@ -181,15 +165,13 @@ def test_progress_per_file_and_per_tenth_of_a_large_report(tmp_path: Path, campa
 
     assert rep.progress_steps(19) == set() and rep.progress_steps(20) == {2, 4, 6, 8, 10, 12, 14, 16, 18, 20}
     assert rep.progress_steps(2016) == {*range(202, 2016, 202), 2016}
-    assert _run("bundle", "init", "--id", "b1", "--root", str(tmp_path))[0] == 0
+    run_cli("bundle", "init", "--id", "b1", "--root", str(tmp_path), ok=True)
     bundle = tmp_path / "experiments/artifacts/inference-perf-bench/b1"
     shutil.copy(ORACLE / "oracle_full.ncu-rep.gz", bundle / "ncu-profiles")
     shutil.copy(ORACLE / "oracle_basic-raw.csv", bundle / "ncu-profiles")
     monkeypatch.setattr(rep, "PROGRESS_MIN_KERNELS", 3)  # the real reports here hold 6 kernels
-    code, out, err = run_cli_streams("import_ncu", "--campaign", str(campaign), "--cell-id", "c1",
-                                     "--bundle", str(bundle))
-    assert code == 0, err
-    lines = err.splitlines()
+    lines = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bundle),
+                    ok=True).stderr.splitlines()
     assert lines[0].startswith("[1/2] reading oracle_basic-raw.csv (") and lines[0].endswith(" MB)")
     assert lines[1:] == ["[2/2] reading oracle_full.ncu-rep.gz (1.5 MB)"] + [
         f"oracle_full.ncu-rep.gz: {k}/6 kernels read" for k in range(1, 7)]
@@ -197,9 +179,9 @@ def test_progress_per_file_and_per_tenth_of_a_large_report(tmp_path: Path, campa
 
 def test_public_ncu2020_metrics_capture_keeps_its_dram_bytes(campaign: Path) -> None:
     # ncu 2020.1 `--metrics dram__bytes.sum` export (public corpus): bytes are measured, FLOPs and time are not
-    code, out = _run("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle",
-                     str(TESTS / "data/public_csv/public_cyanguwa-DeepLearningProfiling_details-page_long_ncu2020.csv"))
-    assert code == 0, out
+    out = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle",
+                  str(TESTS / "data/public_csv/public_cyanguwa-DeepLearningProfiling_details-page_long_ncu2020.csv"),
+                  ok=True).output
     kernels = json.loads((campaign / "cells/c1/ncu_kernels.json").read_text())["kernels"]
     assert [k["dram_bytes"] for k in kernels] == [7250688.0, 113641568.0, 10650624.0]
     assert all(k["dram_bytes_method"] == "dram__bytes.sum" for k in kernels)

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import run_cli, write_config
 from test_lake import DECODE, PREFILL, cli_query, full_only, make_campaign
 
-from perfreport.cli.main import cli
 from perfreport.config.campaign import load_campaign
 from perfreport.frontier.krhpa import (
     block_problems,
@@ -66,7 +65,7 @@ def test_each_defect_is_named_with_its_path() -> None:
     ]
 
 
-def test_missing_sides_and_names() -> None:
+def test_missing_sides_names_and_bad_speedups_are_each_named_with_the_fix() -> None:
     assert block_problems({"speedup": 1.1}) == [
         "krhpa.candidate: missing; add `candidate: {name: ..., K: 1..4, R: 1..4, H: 1..4, P: 1..4, A: 1..4}`",
         "krhpa.baseline: missing; add `baseline: {name: ..., K: 1..4, R: 1..4, H: 1..4, P: 1..4, A: 1..4}`",
@@ -170,14 +169,8 @@ def test_rubric_rows_show_integers_with_names() -> None:
 
 
 def _campaign(tmp_path: Path, sol_rigor: str, krhpa: Any) -> Path:
-    camp = tmp_path / "c"
-    camp.mkdir(exist_ok=True)
-    doc = {"schema_version": 1, "campaign": "c", "hardware": "h200_sm90", "sol_rigor": sol_rigor,
-           "cells": [{"id": "c1"}]}
-    if krhpa is not None:
-        doc["krhpa"] = krhpa
-    (camp / "config.yaml").write_text(yaml.safe_dump(doc))
-    return camp
+    block = {} if krhpa is None else {"krhpa": krhpa}
+    return write_config(tmp_path / "c", campaign="c", sol_rigor=sol_rigor, cells=[{"id": "c1"}], **block)
 
 
 def test_l4_needs_a_krhpa_block_lower_rigor_does_not(tmp_path: Path) -> None:
@@ -241,8 +234,7 @@ def test_lake_records_verdict_and_draft(clean: Path, tmp_path: Path) -> None:
 def test_non_strict_publish_records_krhpa_problems(clean: Path, tmp_path: Path) -> None:
     bad = with_krhpa(clean, tmp_path / "bad" / clean.name, block({**CANDIDATE, "H": "high"}, speedup=1.3))
     lake = tmp_path / "lake"
-    result = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(bad), "--lake", str(lake)])
-    assert result.exit_code == 0, result.output
+    result = run_cli("publish_to_lake", "--campaign", str(bad), "--lake", str(lake), ok=True)
     assert "krhpa.candidate.H: expected integer 1..4, got 'high'" in result.output
     cells = cli_query(lake, "SELECT cell_id, krhpa_label, problems, context_complete FROM cells ORDER BY 1")
     for c in cells:
@@ -262,8 +254,7 @@ def test_refused_strict_publish_leaves_the_lake_byte_for_byte(clean: Path, tmp_p
     before = _bytes(lake)
     bad = with_krhpa(clean, tmp_path / "bad" / clean.name,
                      block({**CANDIDATE, "H": "high"}, {**CUBLAS, "name": ""}, speedup="fast"))
-    result = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(bad), "--lake", str(lake), "--strict"])
-    assert result.exit_code != 0
+    result = run_cli("publish_to_lake", "--campaign", str(bad), "--lake", str(lake), "--strict", ok=False)
     for problem in ("krhpa.candidate.H: expected integer 1..4, got 'high'",
                     "krhpa.baseline.name: expected a non-empty string, got ''",
                     "krhpa.speedup: expected a number > 0"):

@@ -22,10 +22,9 @@ from typing import Any
 
 import duckdb
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli, write_config
 from test_lake import DECODE, PREFILL, make_campaign
 
-from perfreport.cli.main import cli
 from perfreport.lake.commit import HOOK_ENV, REST_TRANSACTIONS, rest_payload
 from perfreport.lake.history import lake_history
 from perfreport.lake.iceberg import NAMESPACE, load_tables, open_catalog
@@ -47,11 +46,10 @@ def synthetic_campaign(dst: Path, cells: int, kernels: int) -> Path:
         data = json.loads(path.read_text())
         sources = {s["id"]: s for s in data["sources"]}
         real += [(k, sources[k["source"]]) for k in data["kernels"]]
-    config = [f"schema_version: 1\ncampaign: {dst.name}\nhardware: h200_sm90\nsol_rigor: L2\ncontext:\n"
-              "  identity:\n    model: synthetic\n  grounding:\n    trials: 3\ncells:\n"]
+    config: list[dict[str, Any]] = []
     for c in range(cells):
         cid = f"cell-{c:03d}"
-        config.append(f"  - id: {cid}\n    context:\n      workload:\n        concurrency: {1 + c % 8}\n")
+        config.append({"id": cid, "context": {"workload": {"concurrency": 1 + c % 8}}})
         picked = [real[(c * kernels + j) % len(real)] for j in range(kernels)]
         rows = [{**k, "id": f"k{j:03d}", "duration_ns": float(1000 * (c + 1) + j)} for j, (k, _) in enumerate(picked)]
         sources = sorted({s["id"]: s for _, s in picked}.values(), key=lambda s: s["id"])
@@ -60,8 +58,8 @@ def synthetic_campaign(dst: Path, cells: int, kernels: int) -> Path:
         (out / "ncu_kernels.json").write_text(json.dumps({
             "schema_version": 1, "campaign": dst.name, "cell_id": cid, "hardware": "h200_sm90",
             "ceilings_sources": ["sol-ceilings.yaml"], "sources": sources, "kernels": rows}))
-    (dst / "config.yaml").write_text("".join(config))
-    return dst
+    context = {"identity": {"model": "synthetic"}, "grounding": {"trials": 3}}
+    return write_config(dst, campaign=dst.name, context=context, cells=config)
 
 
 def start_publish(campaign: Path, lake: Path, who: str, hook: str | None = None, hooks: Path | None = None,
@@ -256,19 +254,17 @@ def test_named_catalog_from_pyiceberg_environment(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("PYICEBERG_CATALOG__TEAM__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__TEAM__URI", f"sqlite:///{tmp_path / 'team.db'}")
     monkeypatch.setenv("PYICEBERG_CATALOG__TEAM__WAREHOUSE", (tmp_path / "wh").as_uri())
-    out = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(camp), "--lake", "catalog:team"])
-    assert out.exit_code == 0, out.output
+    out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", "catalog:team", ok=True)
     assert "to lake catalog:team (publication pub-" in out.output and "one atomic commit" in out.output
     monkeypatch.setenv("PERFREPORT_LAKE", "catalog:team")
-    out = CliRunner().invoke(cli, ["lake", "query", "--format", "csv", "SELECT cell_id, count(*) n FROM kernels "
-                                                                       "GROUP BY 1 ORDER BY 1"])
-    assert out.exit_code == 0, out.output
+    out = run_cli("lake", "query", "--format", "csv", "SELECT cell_id, count(*) n FROM kernels GROUP BY 1 ORDER BY 1",
+                  ok=True)
     assert out.output.splitlines() == ["cell_id,n", f"{DECODE},20", f"{PREFILL},16"]
     rows = sqlite3.connect(tmp_path / "team.db").execute(
         "SELECT catalog_name, table_namespace, table_name FROM iceberg_tables ORDER BY 3").fetchall()
     assert rows == [("team", NAMESPACE, t) for t in ("captures", "cells", "kernels", "publications")]
     assert list((tmp_path / "wh" / NAMESPACE / "kernels" / "data").iterdir())
-    bad = CliRunner().invoke(cli, ["lake", "query", "--lake", "catalog:nope", "SELECT 1"])
+    bad = run_cli("lake", "query", "--lake", "catalog:nope", "SELECT 1")
     assert bad.exit_code == 2 and "no catalog 'nope' configured. Set PYICEBERG_CATALOG__NOPE__URI" in bad.output
 
 
@@ -285,11 +281,10 @@ def test_relocate_a_copied_lake_then_query_time_travel_and_publish(tmp_path: Pat
     new = tmp_path / "new place" / "lake"  # a space: file URIs percent-encode it
     shutil.copytree(old, new)
     shutil.rmtree(old.parent)
-    moved = CliRunner().invoke(cli, ["lake", "query", "--lake", str(new), "SELECT 1"])
+    moved = run_cli("lake", "query", "--lake", str(new), "SELECT 1")
     assert moved.exit_code == 2 and f"absolute paths under '{old}'" in moved.output
     assert f"perftunereport lake relocate --lake {new}" in moved.output
-    out = CliRunner().invoke(cli, ["lake", "relocate", "--lake", str(new)])
-    assert out.exit_code == 0, out.output
+    out = run_cli("lake", "relocate", "--lake", str(new), ok=True)
     assert out.output.splitlines()[0] == f"lake {new}: relocated from {old}"
     assert "  kernels: 3 snapshot(s), " in out.output
     assert lake_query(new, sql).rows == before
@@ -298,7 +293,7 @@ def test_relocate_a_copied_lake_then_query_time_travel_and_publish(tmp_path: Pat
     assert len(duckdb_rows(tables["kernels"], "cell_id")) == 36
     assert all(str(new) in f for f in (p.removeprefix("file://") for p in
                                        tables["kernels"].inspect.files().column("file_path").to_pylist()))
-    again = CliRunner().invoke(cli, ["lake", "relocate", "--lake", str(new)])
+    again = run_cli("lake", "relocate", "--lake", str(new))
     assert again.exit_code == 0 and "already at its place" in again.output
     publish_to_lake(camp, lake=new)
     assert lake_query(new, TABLE_ROWS).rows == [(36, 2, 4, 3)]
@@ -364,9 +359,7 @@ def test_catalog_without_multi_table_commit_commits_table_by_table(tmp_path: Pat
     camp = make_campaign(tmp_path / CAMPAIGN)
     lake = tmp_path / "lake"
     publish_to_lake(camp, lake=lake)
-    out = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(camp), "--lake", str(lake),
-                                   "--cell-id", DECODE])
-    assert out.exit_code == 0, out.output
+    out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--cell-id", DECODE, ok=True)
     assert "committed: one commit per table, the ledger last, attempt 1" in out.output
     assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 2)]
     assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "publications")] == [2, 2, 2, 2]

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 from test_lake import DECODE, PREFILL, make_campaign
 
-from perfreport.cli.main import cli
 from perfreport.lake.compare import lake_compare
 from perfreport.lake.history import lake_history
 from perfreport.lake.query import lake_query
@@ -37,13 +36,12 @@ def test_history_one_commit_per_publish_and_time_travel(tmp_path: Path) -> None:
     assert lake_query(lake, "SELECT DISTINCT cache FROM kernels", snapshot=kernels_first).rows == [("warm",)]
     ledger_first = lake_history(lake, "publications")[0].snapshot_id  # appended last: every table committed
     assert lake_query(lake, sql, snapshot=ledger_first).rows == [("warm", "warm")]
-    out = CliRunner().invoke(cli, ["lake", "history", "--lake", str(lake), "--table", "kernels"])
-    assert out.exit_code == 0, out.output
+    out = run_cli("lake", "history", "--lake", str(lake), "--table", "kernels", ok=True)
     assert str(kernels_first) in out.output and "added-records 36" in out.output
-    out = CliRunner().invoke(cli, ["lake", "query", "--lake", str(lake), "--snapshot", str(first.snapshot_id),
-                                   "--format", "csv", "SELECT DISTINCT cache FROM cells"])
-    assert out.exit_code == 0 and out.output.splitlines() == ["cache", "warm"]
-    bad = CliRunner().invoke(cli, ["lake", "query", "--lake", str(lake), "--snapshot", "123", "SELECT 1"])
+    out = run_cli("lake", "query", "--lake", str(lake), "--snapshot", str(first.snapshot_id), "--format", "csv",
+                  "SELECT DISTINCT cache FROM cells", ok=True)
+    assert out.output.splitlines() == ["cache", "warm"]
+    bad = run_cli("lake", "query", "--lake", str(lake), "--snapshot", "123", "SELECT 1")
     assert bad.exit_code != 0 and "no snapshot 123" in bad.output and "Traceback" not in bad.output
 
 
@@ -78,18 +76,16 @@ def test_compare_pairs_cells_differing_only_in_concurrency(compare_lake: Path) -
     assert result.not_comparable == [
         f"h200-decoder-layer/decode-odd: differs from h200-decoder-layer/{DECODE} in isl (4096 vs 2048), "
         "tier (throughput vs latency)"]
-    out = CliRunner().invoke(cli, ["lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct",
-                                   "--campaign", "h200-decoder-layer"])
-    assert out.exit_code == 0, out.output
+    out = run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct",
+                  "--campaign", "h200-decoder-layer", ok=True)
     assert "concurrency=32" in out.output and "not comparable: h200-decoder-layer/decode-odd" in out.output
     assert "isl (4096 vs 2048)" in out.output
 
 
-def test_compare_errors_are_clean(compare_lake: Path) -> None:
-    bad = CliRunner().invoke(cli, ["lake", "compare", "--lake", str(compare_lake), "--metric", "speed"])
+def test_compare_refuses_an_unknown_metric_or_vary_field_without_a_traceback(compare_lake: Path) -> None:
+    bad = run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "speed")
     assert bad.exit_code != 0 and "unknown metric" in bad.output and "sol_pct" in bad.output
     assert "Traceback" not in bad.output
-    bad = CliRunner().invoke(cli, ["lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct",
-                                   "--vary", "colour"])
+    bad = run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct", "--vary", "colour")
     assert bad.exit_code != 0 and "not a descriptor field" in bad.output
     assert PREFILL  # the example's prefill cell is not in this campaign

@@ -41,7 +41,7 @@ def basic() -> dict[str, dict[str, Any]]:
     return _kernels("oracle_basic.ncu-rep.gz")
 
 
-def test_provenance_of_report() -> None:
+def test_oracle_report_names_its_ncu_gpu_set_and_six_kernels() -> None:
     cap = read_rep(DATA / "oracle_full.ncu-rep.gz")
     assert cap.ncu_version == "2025.3.1.0"
     assert cap.gpu == "NVIDIA H200"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVIL_FIELD, EVIL_KERNEL
+from conftest import EVIL_FIELD, EVIL_KERNEL, run_cli
 
 from perfreport.site.render import RenderResult, report_render
 
@@ -98,7 +98,7 @@ def _page(result: RenderResult, name: str) -> str:
 
 
 @pytest.mark.parametrize("page", ["index.html", *PAGES])
-def test_golden_pages(example_site: RenderResult, page: str) -> None:
+def test_rendered_page_outline_matches_its_golden(example_site: RenderResult, page: str) -> None:
     actual = example_site.site_dir / page if page == "index.html" else example_site.campaign_site / page
     golden = GOLDEN / page if page == "index.html" else GOLDEN / CAMPAIGN / page
     if os.environ.get("PERFREPORT_REGEN_GOLDEN"):
@@ -107,7 +107,7 @@ def test_golden_pages(example_site: RenderResult, page: str) -> None:
     assert_same(outline(actual.read_text(encoding="utf-8")), outline(golden.read_text(encoding="utf-8")), page)
 
 
-def test_site_layout(example_site: RenderResult) -> None:
+def test_site_has_every_page_vendored_plotly_no_network_urls_and_no_broken_links(example_site: RenderResult) -> None:
     site = example_site.site_dir
     assert (site / "static" / "plotly.min.js").stat().st_size > 1_000_000
     assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES)
@@ -141,7 +141,7 @@ def test_render_is_deterministic(example_campaign: Path, example_site: RenderRes
     assert _files(again.site_dir) == _files(example_site.site_dir)
 
 
-def test_roofline_page_counts_and_chart(example_site: RenderResult) -> None:
+def test_roofline_page_draws_18_filled_and_18_hollow_points_and_says_so(example_site: RenderResult) -> None:
     html = _page(example_site, "05-roofline.html")
     figures = [i for i in outline(html) if i[0] == "plotly"]
     assert [f[1] for f in figures] == ["roofline"]
@@ -213,13 +213,8 @@ def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
 
 
 def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from perfreport.cli.main import cli
-
     out = tmp_path / "site"
-    result = CliRunner().invoke(cli, ["report_render", "--campaign", str(example_campaign), "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    result = run_cli("report_render", "--campaign", str(example_campaign), "--out", str(out), ok=True)
     assert "05-roofline.html" in result.output and "9 pages" in result.output
     assert f"index: {out / 'index.html'}" in result.output.replace("\n", "")
     assert (out / CAMPAIGN / "01-summary.html").is_file()

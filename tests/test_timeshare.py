@@ -28,9 +28,6 @@ NVJET_256 = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
 SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 
 
-_run = run_cli
-
-
 def _cell_file(campaign: Path, kind: str = "kernel_times") -> dict:
     data = json.loads((campaign / "cells" / "c1" / f"{kind}.json").read_text())
     jsonschema.validate(data, load_schema(kind))
@@ -45,8 +42,7 @@ def _by_function(rows: list[dict]) -> dict[str, dict]:
 
 
 def test_cli_import_nsys_thor_csv_with_preamble(campaign: Path) -> None:
-    code, out = _run("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(THOR))
-    assert code == 0, out
+    out = run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(THOR), ok=True).output
     assert "saxpyKernel" in out and "100.00" in out and "kernel_times.json" in out
     data = _cell_file(campaign)
     assert (data["campaign"], data["cell_id"], data["schema_version"]) == ("t-campaign", "c1", 1)
@@ -81,7 +77,7 @@ def test_dotllm_shares_and_averages_reproduce_nsys_columns(campaign: Path) -> No
     assert top["name"] == "flash_attention_prefill_f16" and top["share_pct"] == pytest.approx(87.1535, abs=1e-4)
 
 
-def test_pre_2022_gpukernsum_header(campaign: Path, tmp_path: Path) -> None:
+def test_pre_2022_gpukernsum_header_reads_the_same_kernel_numbers(campaign: Path, tmp_path: Path) -> None:
     """The real dotLLM rows under the older header (Time(%), Average, Minimum, Maximum; no Med/StdDev)."""
     rows = list(csv.reader(DOTLLM.open()))[1:]
     old = tmp_path / "old_gpukernsum.csv"
@@ -110,8 +106,7 @@ def test_cudalm_gridxyz_rows_merged_per_kernel(campaign: Path) -> None:
 
 
 def test_cli_import_torch_trace_real_values(campaign: Path) -> None:
-    code, out = _run("import_torch_trace", "--campaign", str(campaign), "--cell-id", "c1", str(TRACE))
-    assert code == 0, out
+    out = run_cli("import_torch_trace", "--campaign", str(campaign), "--cell-id", "c1", str(TRACE), ok=True).output
     assert NVJET_256 in out and "12.237" in out and "42 gpu_memset" in out
     data = _cell_file(campaign)
     (src,) = data["sources"]
@@ -167,8 +162,7 @@ def test_reimport_replaces_only_that_source_and_is_deterministic(campaign: Path)
 
 
 def test_cli_import_samples_csv_computes_shares(campaign: Path) -> None:
-    code, out = _run("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(SAMPLES_CSV))
-    assert code == 0, out
+    out = run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(SAMPLES_CSV), ok=True).output
     assert "612" in out and "36.08" in out and "kernel_samples.json" in out
     data = _cell_file(campaign, "kernel_samples")
     (src,) = data["sources"]
@@ -194,7 +188,7 @@ def test_import_samples_json_keeps_profiler_shares(campaign: Path) -> None:
 
 
 def _refused(campaign: Path, verb: str, path: Path, *needles: str) -> str:
-    code, out = _run(verb, "--campaign", str(campaign), "--cell-id", "c1", str(path))
+    code, out = run_cli(verb, "--campaign", str(campaign), "--cell-id", "c1", str(path))
     assert code == 2, out
     assert out.startswith("Error: ") and out.count("Error") == 1 and "Traceback" not in out
     for needle in needles:
@@ -225,7 +219,7 @@ def test_nsys_mem_time_summary_is_not_a_kernel_summary(campaign: Path) -> None:
     assert "Operation" in out
 
 
-def test_nsys_skipped_no_kernels(campaign: Path) -> None:
+def test_nsys_export_without_kernels_is_refused_with_the_trace_hint(campaign: Path) -> None:
     _refused(campaign, "import_nsys", NSYS / "vernier_thor_nsys2025.3.2_no_kernels.csv",
              ":2: nsys found no CUDA kernels", "--trace=cuda")
 
@@ -265,7 +259,7 @@ def test_sqlite_without_kernel_table(campaign: Path, tmp_path: Path) -> None:
     _refused(campaign, "import_nsys", p, "has no kernel execution rows")
 
 
-def test_torch_trace_refusals(campaign: Path, tmp_path: Path) -> None:
+def test_torch_trace_without_kernels_or_valid_json_is_refused(campaign: Path, tmp_path: Path) -> None:
     _refused(campaign, "import_torch_trace", _write(tmp_path, "x.json", '{"foo": 1}'),
              "not a Chrome trace")
     events = json.loads(gzip.decompress(TRACE.read_bytes()))
@@ -291,14 +285,15 @@ def test_torch_trace_refusals(campaign: Path, tmp_path: Path) -> None:
     ('{"kernels": [{"kernel": "k1"}]}', ["kernels[0]: missing 'samples'"]),
     ('{"rows": []}', ["JSON without a 'kernels' list"]),
 ])
-def test_samples_refusals(campaign: Path, tmp_path: Path, content: str, needles: list[str]) -> None:
+def test_malformed_samples_are_refused_with_the_reason(campaign: Path, tmp_path: Path, content: str,
+                                                       needles: list[str]) -> None:
     _refused(campaign, "import_samples", _write(tmp_path, "s.csv", content), *needles)
 
 
 def test_unknown_cell_and_bad_id_refused(campaign: Path) -> None:
-    code, out = _run("import_nsys", "--campaign", str(campaign), "--cell-id", "c9", str(THOR))
+    code, out = run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c9", str(THOR))
     assert code == 2 and "no cell with id 'c9'" in out and "c1" in out and "Traceback" not in out
-    code, out = _run("import_nsys", "--campaign", str(campaign), "--cell-id", "../x", str(THOR))
+    code, out = run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "../x", str(THOR))
     assert code == 2 and "not allowed" in out
     assert not (campaign / "cells").exists()
 
@@ -307,6 +302,6 @@ def test_damaged_existing_file_is_not_overwritten(campaign: Path) -> None:
     path = campaign / "cells" / "c1" / "kernel_times.json"
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    code, out = _run("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(THOR))
+    code, out = run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(THOR))
     assert code == 2 and "not valid JSON" in out and "delete it" in out
     assert path.read_text() == "{not json"

@@ -10,9 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import run_cli
 
-from perfreport.cli.main import cli
 from perfreport.config.campaign import load_campaign
 from perfreport.errors import ConfigError
 from perfreport.frontier.levers import LeverSpec, load_levers, load_schema, rank_frontier, value_lever
@@ -40,11 +39,6 @@ def spec(**over: Any) -> LeverSpec:
 
 def write_levers(camp: Path, doc: Any) -> None:
     (camp / "levers.yaml").write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture()
@@ -185,8 +179,7 @@ def test_example_campaign_ranking_uses_the_warehouse(example_campaign: Path) -> 
 
 
 def test_cli_output_ends_with_next_lever_unlock_and_gate(example_campaign: Path) -> None:
-    code, out = run("value_view", "--campaign", str(example_campaign))
-    assert code == 0, out
+    out = run_cli("value_view", "--campaign", str(example_campaign), ok=True).output
     last = out.rstrip("\n").splitlines()[-3:]
     assert [line.split(":")[0] for line in last] == ["next lever", "expected unlock", "gate"]
     assert last[0].startswith("next lever: fp8-gemm-prefill")
@@ -197,8 +190,7 @@ def test_cli_output_ends_with_next_lever_unlock_and_gate(example_campaign: Path)
 def test_empty_frontier_without_a_wall_is_not_exhausted(camp: Path) -> None:
     write_levers(camp, {"schema_version": 1, "levers": [
         lever(status="refuted", evidence=["cells/x.json"], why_lost="already at the roof")]})
-    code, out = run("value_view", "--campaign", str(camp))
-    assert code == 0, out
+    out = run_cli("value_view", "--campaign", str(camp), ok=True).output
     assert "exhausted" not in out.lower()
     last = out.rstrip("\n").splitlines()[-3:]
     assert last[0].startswith("next lever: none open: no lever is open in levers.yaml and no "
@@ -213,11 +205,11 @@ def test_exhausted_only_with_an_empty_frontier_and_a_documented_wall(camp: Path)
     wall = {"statement": "every kernel over 2% of the step is within 10% of its roof",
             "evidence": ["captures/prefill/layer_full.ncu-rep.gz"]}
     write_levers(camp, {"schema_version": 1, "sol_wall": wall, "levers": [lever()]})
-    code, out = run("value_view", "--campaign", str(camp))
+    code, out = run_cli("value_view", "--campaign", str(camp))
     assert code == 0 and "exhausted" not in out  # a wall with an open lever: the lever comes first
     write_levers(camp, {"schema_version": 1, "sol_wall": wall, "levers": [
         lever(status="banked", evidence=["bench/fused.md"])]})
-    code, out = run("value_view", "--campaign", str(camp))
+    code, out = run_cli("value_view", "--campaign", str(camp))
     last = out.rstrip("\n").splitlines()[-3:]
     assert last[0] == ("next lever: none: the frontier is exhausted at the documented speed-of-light wall: every "
                        "kernel over 2% of the step is within 10% of its roof")
@@ -238,8 +230,7 @@ def test_missing_levers_file_warns_and_falls_back_to_the_warehouse(camp: Path) -
 
 
 def test_json_output_matches_its_schema(example_campaign: Path) -> None:
-    code, out = run("value-view", "--campaign", str(example_campaign), "--json")
-    assert code == 0, out
+    out = run_cli("value-view", "--campaign", str(example_campaign), "--json", ok=True).output
     doc = json.loads(out)
     schemas = Path(__file__).parents[1] / "perfreport" / "config" / "schemas"
     schema = json.loads((schemas / "value_view.schema.json").read_text())
@@ -274,8 +265,7 @@ old table
 def test_handoff_replaces_only_the_frontier_section(example_campaign: Path, tmp_path: Path) -> None:
     path = tmp_path / "HANDOFF.md"
     path.write_bytes(HANDOFF.encode())
-    code, out = run("value_view", "--campaign", str(example_campaign), "--handoff", str(path))
-    assert code == 0, out
+    run_cli("value_view", "--campaign", str(example_campaign), "--handoff", str(path), ok=True)
     text = path.read_bytes().decode()
     head, rest = HANDOFF.split("## Frontier\nold table")
     tail = rest[rest.index("## Next steps"):]
