@@ -17,18 +17,20 @@ import numpy as np
 import pytest
 
 from perfreport.capture.harness.runner import (
-    GEMM_RE,
-    SDPA_RE,
-    HarnessSpec,
     NcuOptions,
-    TensorShape,
     build_op,
     capture_harness,
     main,
     ncu_command,
+    run_harness,
+)
+from perfreport.capture.harness.spec import (
+    GEMM_RE,
+    SDPA_RE,
+    HarnessSpec,
+    TensorShape,
     op_cost,
     parse_shape,
-    run_harness,
     spec_argv,
 )
 from perfreport.errors import InputError

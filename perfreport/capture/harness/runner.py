@@ -22,20 +22,13 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-from perfreport.capture.harness.spec import (  # noqa: F401 - GEMM_RE, NORM_RE, check_shape, shape_text: re-exported
+from perfreport.capture.harness.spec import (
     ARRAYS,
-    GEMM_RE,
-    NORM_RE,
     OPS,
     RMS_EPS,
-    SDPA_RE,
     TORCH_DTYPE,
     HarnessSpec,
-    TensorShape,
-    check_shape,
     op_cost,
-    parse_shape,
-    shape_text,
     spec_argv,
 )
 from perfreport.errors import InputError, PerfReportError
