@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.errors import PerfReportError
-from perfreport.lake.history import open_lake, tables_as_of
+from perfreport.lake.history import tables_as_of
+from perfreport.lake.iceberg import open_lake
 from perfreport.lake.rows import DESCRIPTOR, KERNEL_MEASURES
 
 METRICS = tuple(n for n, t in KERNEL_MEASURES if pa.types.is_integer(t) or pa.types.is_floating(t))

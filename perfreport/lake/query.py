@@ -12,7 +12,8 @@ from typing import Any
 import duckdb
 
 from perfreport.errors import PerfReportError
-from perfreport.lake.history import open_lake, table_names, tables_as_of
+from perfreport.lake.history import table_names, tables_as_of
+from perfreport.lake.iceberg import open_lake
 from perfreport.warehouse.db import QueryResult, run_sql
 
 FORMATS = ("table", "csv", "json")
