@@ -281,6 +281,20 @@ def test_truncated_report_is_unreadable(tmp_path: Path) -> None:
     assert d.details["kernels_readable"] == 0
 
 
+def test_the_block_walk_tells_a_cut_report_from_a_whole_one() -> None:
+    """attach_basic's blocks start at bytes 10, 145, ..., 114926 and 138399 (its last, one kernel): a cut between
+    blocks leaves a whole (if shorter) report, a cut inside a size, header or payload a truncated one, and a block
+    header that is not protobuf an unknown one."""
+    from perfreport.capture.diagnose.report import _structure
+
+    data = gzip.decompress(REPORT_GZ.read_bytes())
+    assert [_structure(data[:n]) for n in (len(data), 145, 114_926, 138_399)] == ["complete"] * 4
+    assert [_structure(data[:n]) for n in (6, 9, 138_401, 138_420, len(data) - 1)] == ["truncated"] * 5
+    damaged = bytearray(data)
+    damaged[14] = 1 << 3 | 7  # the first block header's first key, given wire type 7
+    assert _structure(bytes(damaged)) == "unknown"
+
+
 def test_cut_gzip_and_foreign_file_are_unreadable_reports(tmp_path: Path) -> None:
     cut_gz = tmp_path / "cut.ncu-rep.gz"
     cut_gz.write_bytes(REPORT_GZ.read_bytes()[:10_240])

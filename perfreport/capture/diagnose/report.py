@@ -1,21 +1,22 @@
 """Diagnose an Nsight Compute report (.ncu-rep[.gz]), for diagnose.diagnose_path: its MAGIC, its kernel names read
-through NVIDIA's ncu_report (imported only then), and the walk of its length-prefixed blocks that tells a truncated
-file from a complete one. Standard library only at module level: this runs on the GPU machine.
+through NVIDIA's ncu_report (imported only then), and the walk of its length-prefixed blocks (perfreport.ncu.rep.walk)
+that tells a truncated file from a complete one. Standard library only at module level: this runs on the GPU machine.
 """
 
 from __future__ import annotations
 
 import gzip
 import shutil
-import struct
 import tempfile
 import zlib
 from pathlib import Path
 
 from perfreport.capture.diagnose.log import Diagnosis
 from perfreport.errors import InputError
+from perfreport.ncu.rep.proto import MAGIC, Truncated, UnknownLayout
+from perfreport.ncu.rep.walk import blocks, file_header
 
-MAGIC = b"NVR\x00"
+__all__ = ["MAGIC", "diagnose_report"]
 
 
 def diagnose_report(path: Path) -> list[Diagnosis]:
@@ -80,48 +81,13 @@ def _kernel_names(plain: Path) -> list[str]:
 
 
 def _structure(blob: bytes) -> str:
-    """'complete', 'truncated' or 'unknown': walk the report's length-prefixed blocks to the end of the file.
-
-    Layout (seen in every ncu 2025.3.1 report here): magic, u32 header length + header, then blocks of
-    u32 length + block header (protobuf; field 5 = payload bytes) + payload. A length past the end means a cut file.
-    """
-    (size,) = struct.unpack_from("<I", blob, 4) if len(blob) >= 8 else (len(blob),)
-    pos = 8 + size
-    while pos < len(blob):
-        if pos + 4 > len(blob):
-            return "truncated"
-        (size,) = struct.unpack_from("<I", blob, pos)
-        if pos + 4 + size > len(blob):
-            return "truncated"
-        payload = _payload_size(blob[pos + 4:pos + 4 + size])
-        if payload is None:
-            return "unknown"
-        pos += 4 + size + payload
-    return "complete" if pos == len(blob) else "truncated"
-
-
-def _payload_size(header: bytes) -> int | None:
-    """Field 5 (varint) of a block header, 0 when absent; None when the bytes are not a protobuf message."""
-    pos, found = 0, 0
+    """'complete', 'truncated' or 'unknown': walk the report's blocks to the end of the file (rep_walk), each
+    skipped by its header's PayloadSize: a size, header or payload past the end of the file is a cut file."""
     try:
-        while pos < len(header):
-            key, pos = _varint(header, pos)
-            if key & 7 not in (0, 1, 2, 5):
-                return None
-            value, pos = _varint(header, pos) if key & 7 in (0, 2) else ({1: 8, 5: 4}[key & 7], pos)
-            found = value if key == (5 << 3) else found
-            pos += value if key & 7 != 0 else 0
-    except IndexError:
-        return None
-    return found if pos == len(header) else None
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
+        for _ in blocks(blob, file_header(blob)[1]):
+            pass
+    except Truncated:
+        return "truncated"
+    except UnknownLayout:
+        return "unknown"
+    return "complete"

@@ -21,44 +21,54 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfreport.ncu.rep.proto import (
+    I64,
     ID_TAG,
+    LEN,
     METRIC_TAG,
+    RESULT_DEMANGLED_NAME,
+    RESULT_FUNCTION_NAME,
+    RESULT_MANGLED_NAME,
+    RESULT_METRICS,
+    RESULT_RULES,
+    RESULT_SECTIONS,
+    VALUE_DOUBLE,
+    VALUE_STRING,
     VALUE_TAG,
+    VALUE_UINT32,
+    VALUE_UINT64,
+    VARINT,
     ReportBytes,
     UnknownLayout,
     field_text,
     first_string,
+    key,
     metric_value,
     read_varint,
     skip_field,
 )
 
+_NAME_TAGS = {key(RESULT_MANGLED_NAME, LEN): 0, key(RESULT_FUNCTION_NAME, LEN): 1, key(RESULT_DEMANGLED_NAME, LEN): 2}
+# fields the per-launch walk reads itself, so the tail compared in bulk stops at them
+_OWN_FIELDS = (RESULT_MANGLED_NAME, RESULT_FUNCTION_NAME, RESULT_DEMANGLED_NAME, RESULT_METRICS, RESULT_RULES)
+
 
 def prefix(b: ReportBytes, p: int, end: int) -> tuple[int | None, tuple[bytes, bytes, bytes]]:
     """Where the result b[p:end]'s first metric entry starts (None: it has none), and the bytes of its names
-    before that (5 as launched, 6 function, 7 demangled)."""
+    before that (as launched, function, demangled)."""
     names = [b"", b"", b""]
     while p < end:
-        key = b[p]
-        if key == METRIC_TAG:
+        tag = b[p]
+        if tag == METRIC_TAG:
             break
-        if key >= 0x80:  # fields 1-11 come first: one-byte keys
-            key, p = read_varint(b, p)
-            p = skip_field(b, p, key)
+        if tag >= 0x80 or tag & 7 != LEN:  # fields 1-11 come first: one-byte keys
+            tag, p = read_varint(b, p)
+            p = skip_field(b, p, tag)
             continue
-        wire = key & 7
-        p += 1
-        if wire == 0:
-            while b[p] >= 0x80:
-                p += 1
-            p += 1
-        elif wire == 2:
-            n, p = read_varint(b, p)
-            if key == 5 << 3 | 2 or key == 6 << 3 | 2 or key == 7 << 3 | 2:
-                names[(key >> 3) - 5] = b[p : p + n]
-            p += n
-        else:
-            p = skip_field(b, p, key)
+        n, p = read_varint(b, p + 1)
+        at = _NAME_TAGS.get(tag)
+        if at is not None:
+            names[at] = b[p : p + n]
+        p += n
     return (p if p < end else None), (names[0], names[1], names[2])
 
 
@@ -121,12 +131,12 @@ def _tail(b: ReportBytes, stop: int, end: int) -> _Tail | None:
 
     p = stop
     while p < end:
-        key, q = read_varint(b, p)
-        field, wire = key >> 3, key & 7
-        if field in (5, 6, 7, 13, 19) or wire not in (0, 2):
+        tag, q = read_varint(b, p)
+        field, wire = tag >> 3, tag & 7
+        if field in _OWN_FIELDS or (wire != VARINT and wire != LEN):
             break
         keep(p, q, 0xFF)
-        if wire == 0:
+        if wire == VARINT:
             r = q
             while b[r] >= 0x80:
                 r += 1
@@ -135,7 +145,7 @@ def _tail(b: ReportBytes, stop: int, end: int) -> _Tail | None:
             continue
         n, r = read_varint(b, q)
         keep(q, r, 0xFF)
-        if field == 17:  # a section: its identifier (field 1, first), compared whole
+        if field == RESULT_SECTIONS:  # a section: its identifier (field 1, first), compared whole
             ident = first_string(b, r, r + n)
             if ident is None:
                 return None  # the walk says what is wrong
@@ -286,6 +296,8 @@ def read_runs(b: ReportBytes, results: list[tuple[int, int]], wanted: dict[int, 
     return runs
 
 
+_DOUBLE_TAG, _STRING_TAG = key(VALUE_DOUBLE, I64), key(VALUE_STRING, LEN)  # a MetricValue's first key
+_UINT32_TAG, _UINT64_TAG = key(VALUE_UINT32, VARINT), key(VALUE_UINT64, VARINT)
 _DOUBLE, _VARINT, _TEXT, _OTHER = range(4)  # how a value is stored: its MetricValue is exactly one double, one
 # varint (uint32/uint64) of at most 127 bytes, one string of at most 127 bytes; or anything else
 
@@ -307,9 +319,9 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
     has[has] = u[q[has]] == VALUE_TAG
     vlen, tag, third = u[q + 1], u[q + 2], u[q + 3]
     kind = np.full(q.shape, _OTHER, dtype=np.int8)
-    kind[(vlen == 9) & (tag == 3 << 3 | 1)] = _DOUBLE
-    kind[(vlen >= 2) & (vlen < 0x80) & ((tag == 4 << 3 | 0) | (tag == 5 << 3 | 0))] = _VARINT
-    kind[(vlen >= 2) & (vlen < 0x80) & (tag == 1 << 3 | 2) & (third == vlen - 2)] = _TEXT
+    kind[(vlen == 9) & (tag == _DOUBLE_TAG)] = _DOUBLE
+    kind[(vlen >= 2) & (vlen < 0x80) & ((tag == _UINT32_TAG) | (tag == _UINT64_TAG))] = _VARINT
+    kind[(vlen >= 2) & (vlen < 0x80) & (tag == _STRING_TAG) & (third == vlen - 2)] = _TEXT
     kind[~has] = -1  # no value: nothing stored
     varint = kind == _VARINT
     ints = np.zeros(q.shape, dtype=np.uint64)

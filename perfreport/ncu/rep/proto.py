@@ -1,5 +1,6 @@
-"""Protocol-buffer wire primitives for reading .ncu-rep bytes (rep_wire, rep_rules, rep_bulk): varints, fields,
-skipping a field by its wire type, a MetricValue; and the two ways a read stops (UnknownLayout, Truncated)."""
+"""Protocol-buffer wire primitives for reading .ncu-rep bytes (rep_wire, rep_rules, rep_bulk, rep_walk): the file
+magic, the field numbers of NVIDIA's `.proto` files this reader uses, varints, fields, skipping a field by its wire
+type, a MetricValue; and the two ways a read stops (UnknownLayout, Truncated)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,53 @@ from typing import Any
 
 ReportBytes = bytes | mmap.mmap  # a report read into memory, or mapped
 
-# a metric entry of a ProfileResult (field 13), its NameId (field 1, first) and its value (field 2): the keys the
-# entry-by-entry walk (rep_wire) and the bulk read (rep_bulk) step by
-METRIC_TAG = 13 << 3 | 2
-ID_TAG = 1 << 3 | 0
-VALUE_TAG = 2 << 3 | 2
+MAGIC = b"NVR\x00"  # the first 4 bytes of every .ncu-rep
+
+# protobuf wire types
+VARINT, I64, LEN, I32 = 0, 1, 2, 5
+
+
+def key(field: int, wire: int) -> int:
+    """The key (tag) that precedes a field's value on the wire: its number and its wire type."""
+    return field << 3 | wire
+
+
+# Field numbers of Nsight Compute's extras/FileFormat/*.proto (ncu 2025.3.1): docs/ncu_rep.md lists each one with
+# its message and field name, and a test holds the two equal. Only the fields the readers use are named.
+FILE_VERSION = 1  # FileHeader.Version
+BLOCK_NUM_SOURCES = 1  # BlockHeader.NumSources
+BLOCK_NUM_RESULTS = 2  # BlockHeader.NumResults
+BLOCK_SESSION_DETAILS = 3  # BlockHeader.SessionDetails
+BLOCK_STRING_TABLE = 4  # BlockHeader.StringTable
+BLOCK_PAYLOAD_SIZE = 5  # BlockHeader.PayloadSize
+STRING_TABLE_STRINGS = 1  # ProfilerStringTable.Strings (repeated; a NameId is an index into them)
+RESULT_MANGLED_NAME = 5  # ProfileResult.KernelMangledName
+RESULT_FUNCTION_NAME = 6  # ProfileResult.KernelFunctionName
+RESULT_DEMANGLED_NAME = 7  # ProfileResult.KernelDemangledName
+RESULT_METRICS = 13  # ProfileResult.MetricResults (repeated ProfileMetricResult)
+RESULT_SECTIONS = 17  # ProfileResult.Sections (repeated ProfilerSection)
+RESULT_RULES = 19  # ProfileResult.RuleResults (repeated RuleResult)
+METRIC_NAME_ID = 1  # ProfileMetricResult.NameId
+METRIC_VALUE = 2  # ProfileMetricResult.MetricValue
+VALUE_STRING = 1  # ProfileMetricValue.StringValue
+VALUE_FLOAT = 2  # ProfileMetricValue.FloatValue
+VALUE_DOUBLE = 3  # ProfileMetricValue.DoubleValue
+VALUE_UINT32 = 4  # ProfileMetricValue.Uint32Value
+VALUE_UINT64 = 5  # ProfileMetricValue.Uint64Value
+SECTION_IDENTIFIER = 1  # ProfilerSection.Identifier
+RULE_IDENTIFIER = 1  # RuleResult.Identifier
+RULE_BODY = 3  # RuleResult.Body
+RULE_SECTION_IDENTIFIER = 4  # RuleResult.SectionIdentifier
+RULE_BODY_ITEMS = 1  # RuleResultBody.Items
+RULE_ITEM_MESSAGE = 1  # RuleResultBodyItem.Message
+RULE_MESSAGE_TEXT = 1  # RuleResultMessage.Message
+RULE_MESSAGE_TYPE = 2  # RuleResultMessage.Type
+
+# the keys the hot loops compare a byte with: a metric entry of a ProfileResult, its NameId (written first) and value
+METRIC_TAG = key(RESULT_METRICS, LEN)
+ID_TAG = key(METRIC_NAME_ID, VARINT)
+VALUE_TAG = key(METRIC_VALUE, LEN)
+_SECTION_ID_TAG = key(SECTION_IDENTIFIER, LEN)
 
 
 class UnknownLayout(Exception):
@@ -52,16 +95,16 @@ def iter_fields(b: ReportBytes, p: int, end: int) -> Iterator[tuple[int, int, An
         key, p = read_varint(b, p)
         number, wire = key >> 3, key & 7
         value: Any
-        if wire == 0:
+        if wire == VARINT:
             value, p = read_varint(b, p)
-        elif wire == 2:
+        elif wire == LEN:
             n, p = read_varint(b, p)
             value = (p, p + n)
             p += n
-        elif wire == 1:
+        elif wire == I64:
             value = (p, p + 8)
             p += 8
-        elif wire == 5:
+        elif wire == I32:
             value = (p, p + 4)
             p += 4
         else:
@@ -77,9 +120,9 @@ def field_text(b: ReportBytes, span: tuple[int, int]) -> str:
 
 
 def first_string(b: ReportBytes, p: int, end: int) -> tuple[int, int] | None:
-    """Where field 1 of the message b[p:end] lies when it is a string written first (a section's identifier);
+    """Where a section's identifier (field 1 of the ProfilerSection b[p:end]) lies when it is written first;
     None when it is not."""
-    if p < end and b[p] == 1 << 3 | 2:
+    if p < end and b[p] == _SECTION_ID_TAG:
         n, q = read_varint(b, p + 1)
         if q + n <= end:
             return q, q + n
@@ -89,13 +132,13 @@ def first_string(b: ReportBytes, p: int, end: int) -> tuple[int, int] | None:
 def metric_value(b: ReportBytes, p: int, end: int) -> float | int | str | None:
     """Decode one MetricValue message b[p:end] (None: it holds no value)."""
     for number, wire, v in iter_fields(b, p, end):
-        if number == 3 and wire == 1:
+        if number == VALUE_DOUBLE and wire == I64:
             return float(unpack_from("<d", b, v[0])[0])
-        if number in (4, 5) and wire == 0:
+        if number in (VALUE_UINT32, VALUE_UINT64) and wire == VARINT:
             return int(v)
-        if number == 2 and wire == 5:
+        if number == VALUE_FLOAT and wire == I32:
             return float(unpack_from("<f", b, v[0])[0])
-        if number == 1 and wire == 2:
+        if number == VALUE_STRING and wire == LEN:
             return field_text(b, v)
         raise UnknownLayout(f"metric value field {number} (wire type {wire}) at byte {p}")
     return None
@@ -104,13 +147,13 @@ def metric_value(b: ReportBytes, p: int, end: int) -> float | int | str | None:
 def skip_field(b: ReportBytes, p: int, key: int) -> int:
     """Skip the value of a field whose key was just read (p: right after the key)."""
     wire = key & 7
-    if wire == 0:
+    if wire == VARINT:
         while b[p] >= 0x80:
             p += 1
         return p + 1
-    if wire == 2:
+    if wire == LEN:
         n, p = read_varint(b, p)
         return p + n
-    if wire == 1 or wire == 5:
-        return p + (8 if wire == 1 else 4)
+    if wire in (I64, I32):
+        return p + (8 if wire == I64 else 4)
     raise UnknownLayout(f"wire type {wire} (field {key >> 3}) at byte {p}")

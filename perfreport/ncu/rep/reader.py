@@ -25,10 +25,10 @@ from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.rep import wire as rep_wire
+from perfreport.ncu.rep.proto import MAGIC
 from perfreport.ncu.rep.wire import Action, ReportBytes
 from perfreport.progress import Progress
 
-MAGIC = b"NVR\x00"
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?) \(build \d+\)")
 _CMDLINE_RE = re.compile(rb"/[!-~]*/ncu ")
 

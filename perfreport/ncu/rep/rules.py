@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 from perfreport.ncu.model import Rule
-from perfreport.ncu.rep.proto import ReportBytes, UnknownLayout, field_text, read_varint, skip_field
+from perfreport.ncu.rep.proto import (
+    LEN,
+    RULE_BODY,
+    RULE_BODY_ITEMS,
+    RULE_IDENTIFIER,
+    RULE_ITEM_MESSAGE,
+    RULE_MESSAGE_TEXT,
+    RULE_MESSAGE_TYPE,
+    RULE_SECTION_IDENTIFIER,
+    VARINT,
+    ReportBytes,
+    UnknownLayout,
+    field_text,
+    key,
+    read_varint,
+    skip_field,
+)
 
 # The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
 # numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
 MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
+
+_IDENTIFIER_TAG, _BODY_TAG = key(RULE_IDENTIFIER, LEN), key(RULE_BODY, LEN)
+_SECTION_TAG, _ITEM_TAG = key(RULE_SECTION_IDENTIFIER, LEN), key(RULE_BODY_ITEMS, LEN)
+_MESSAGE_TAG = key(RULE_ITEM_MESSAGE, LEN)
+_STRING_OR_BODY = frozenset({_IDENTIFIER_TAG, _SECTION_TAG, _BODY_TAG})
+_TEXT_TAG, _TYPE_TAG = key(RULE_MESSAGE_TEXT, LEN), key(RULE_MESSAGE_TYPE, VARINT)
 
 
 def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
@@ -21,14 +43,14 @@ def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
     ident = section = ""
     items: list[tuple[str, str]] = []
     while p < end:
-        key, p = read_varint(b, p)
-        if key == 1 << 3 | 2 or key == 4 << 3 | 2 or key == 3 << 3 | 2:
+        tag, p = read_varint(b, p)
+        if tag in _STRING_OR_BODY:
             n, p = read_varint(b, p)
-            if key == 3 << 3 | 2:
+            if tag == _BODY_TAG:
                 q, stop = p, p + n
                 while q < stop:  # the body: its items (field 1), each one message at most
                     k1, q = read_varint(b, q)
-                    if k1 == 1 << 3 | 2:
+                    if k1 == _ITEM_TAG:
                         n1, q = read_varint(b, q)
                         items.append(_message(b, q, q + n1))
                         q += n1
@@ -36,13 +58,13 @@ def read_rules(b: ReportBytes, span: tuple[int, int], out: list[Rule]) -> None:
                         q = skip_field(b, q, k1)
                 if q != stop:
                     raise UnknownLayout(f"rule body ends at byte {q}, its size says {stop}")
-            elif key == 1 << 3 | 2:
+            elif tag == _IDENTIFIER_TAG:
                 ident = field_text(b, (p, p + n))
             else:
                 section = field_text(b, (p, p + n))
             p += n
         else:
-            p = skip_field(b, p, key)
+            p = skip_field(b, p, tag)
     if p != end:
         raise UnknownLayout(f"rule result ends at byte {p}, its size says {end}")
     out.extend(Rule(section, ident, kind, text) for kind, text in items)
@@ -52,20 +74,20 @@ def _message(b: ReportBytes, p: int, end: int) -> tuple[str, str]:
     """(type, text) of a rule item b[p:end]: its message (field 1: 1 text, 2 type), if it has one."""
     kind, text = "0", ""  # a message that stores no type is NONE (the proto default), as ncu_report says
     while p < end:
-        key, p = read_varint(b, p)
-        if key != 1 << 3 | 2:
-            p = skip_field(b, p, key)
+        tag, p = read_varint(b, p)
+        if tag != _MESSAGE_TAG:
+            p = skip_field(b, p, tag)
             continue
         n, p = read_varint(b, p)
         q, stop = p, p + n
         p = stop
         while q < stop:
             k3, q = read_varint(b, q)
-            if k3 == 1 << 3 | 2:
+            if k3 == _TEXT_TAG:
                 n3, q = read_varint(b, q)
                 text = field_text(b, (q, q + n3))
                 q += n3
-            elif k3 == 2 << 3 | 0:
+            elif k3 == _TYPE_TAG:
                 v3, q = read_varint(b, q)
                 known = MSG_TYPES.get(v3)
                 if known is None:

@@ -6,8 +6,8 @@ and graph results, which go to ncu_report) and a payload of
 u32-sized entries, the sources first, then the results. A result (one profiled kernel) holds its names (5 name
 as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated: 1 NameId into the string table,
 2 the value: 1 string, 2 float, 3 double, 4 uint32, 5 uint64), its sections (17: 1 identifier) and its rule
-results (19, rep_rules). Wire primitives in rep_proto. The field numbers are those of NVIDIA's
-`extras/FileFormat/*.proto` shipped with Nsight Compute.
+results (19, rep_rules). The framing (file header, blocks, entries) is walked by rep_walk; wire primitives and the
+field numbers, those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute, are in rep_proto.
 
 ncu_report decodes every action in full (every metric's value and instance values, 16-29 ms a full-set kernel,
 GIL held); this reader walks the metric list once, skips every metric it was not asked for without touching
@@ -21,29 +21,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from struct import error as struct_error
-from struct import unpack_from
 
 from perfreport.ncu.model import Rule
 from perfreport.ncu.rep.bulk import Run, Shape, read_runs
 from perfreport.ncu.rep.proto import (
+    FILE_VERSION,
+    I32,
+    I64,
     ID_TAG,
+    LEN,
     METRIC_TAG,
+    RESULT_DEMANGLED_NAME,
+    RESULT_FUNCTION_NAME,
+    RESULT_MANGLED_NAME,
+    RESULT_RULES,
+    RESULT_SECTIONS,
+    STRING_TABLE_STRINGS,
     VALUE_TAG,
+    VARINT,
     ReportBytes,
     Truncated,
     UnknownLayout,
     field_text,
     first_string,
     iter_fields,
+    key,
     metric_value,
     read_varint,
     skip_field,
 )
 from perfreport.ncu.rep.rules import read_rules
+from perfreport.ncu.rep.walk import blocks, entries, file_header
 
 FILE_VERSIONS = frozenset({7})  # FileHeader.Version values this layout was read from (ncu 2025.3.1)
-_SECTION_TAG = 17 << 3 | 2
-_RULE_TAG = 19 << 3 | 2
+_SECTION_TAG = key(RESULT_SECTIONS, LEN)
+_RULE_TAG = key(RESULT_RULES, LEN)
+_NAME_TAG = key(RESULT_MANGLED_NAME, LEN)
+_FUNCTION_TAG = key(RESULT_FUNCTION_NAME, LEN)
+_DEMANGLED_TAG = key(RESULT_DEMANGLED_NAME, LEN)
+_STRING_TAG = key(STRING_TABLE_STRINGS, LEN)
 
 
 @dataclass(slots=True)
@@ -119,21 +135,21 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
         # the fields up to `resume` were checked against the kernel's first launch (rep_bulk), or there are none
         values, p, shape, sections = walked.values, walked.resume, walked.shape, list(walked.sections)
     while p < end:
-        key = b[p]
-        if key == METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
+        tag = b[p]
+        if tag == METRIC_TAG:  # (a second run: it adds values, so they no longer share the shape)
             p, shape = _metrics(b, p, end, wanted, values), None
             continue
         # keys of fields 1-15 are one byte, of 16-2047 two; they and the lengths are read inline, not by read_varint:
         # the calls cost 4.5 ms of a 63 ms read of 2,016 launches (this loop walks each one's rule results)
-        if key < 0x80:
+        if tag < 0x80:
             p += 1
         elif b[p + 1] < 0x80:
-            key = (key & 0x7F) | b[p + 1] << 7
+            tag = (tag & 0x7F) | b[p + 1] << 7
             p += 2
         else:
-            key, p = read_varint(b, p)
-        wire = key & 7
-        if wire == 2:
+            tag, p = read_varint(b, p)
+        wire = tag & 7
+        if wire == LEN:
             n = b[p]
             if n < 0x80:
                 p += 1
@@ -143,7 +159,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             else:
                 n, p = read_varint(b, p)
             start, p = p, p + n
-            if key == _RULE_TAG:
+            if tag == _RULE_TAG:
                 if rule_cache is None:
                     continue
                 raw = b[start:p]
@@ -152,22 +168,22 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
                     got = rule_cache[raw] = []
                     read_rules(b, (start, p), got)
                 rules.extend(got)
-            elif key == _SECTION_TAG:
+            elif tag == _SECTION_TAG:
                 sections.append(_section_id(b, (start, p)))
-            elif key == 5 << 3 | 2:
+            elif tag == _NAME_TAG:
                 name = field_text(b, (start, p))
-            elif key == 6 << 3 | 2:
+            elif tag == _FUNCTION_TAG:
                 function = field_text(b, (start, p))
-            elif key == 7 << 3 | 2:
+            elif tag == _DEMANGLED_TAG:
                 demangled = field_text(b, (start, p))
-        elif wire == 0:
+        elif wire == VARINT:
             while b[p] >= 0x80:
                 p += 1
             p += 1
-        elif wire == 1 or wire == 5:
-            p += 8 if wire == 1 else 4
+        elif wire in (I64, I32):
+            p += 8 if wire == I64 else 4
         else:
-            raise UnknownLayout(f"wire type {wire} (result field {key >> 3}) at byte {p}")
+            raise UnknownLayout(f"wire type {wire} (result field {tag >> 3}) at byte {p}")
     if p != end:
         raise UnknownLayout(f"result ends at byte {p}, its size says {end}")
     return Action(name, function, demangled or name, values, {}, rules, sections, shape)
@@ -179,12 +195,6 @@ def _section_id(b: ReportBytes, span: tuple[int, int]) -> str:
     if ident is None:
         raise UnknownLayout(f"a section without its identifier first at byte {span[0]}")
     return field_text(b, ident)
-
-
-def _u32(b: ReportBytes, p: int, results: int) -> int:
-    if p + 4 > len(b):
-        raise Truncated(p, 4, results)
-    return int(unpack_from("<I", b, p)[0])
 
 
 @dataclass
@@ -231,11 +241,12 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
 
 
 def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
-    """Walk the file header and every block (header, then its u32-sized entries), reading no result yet."""
-    if b[:4] != b"NVR\x00" or len(b) < 8:
-        raise UnknownLayout("no NVR header")
-    size = _u32(b, 4, 0)
-    version = next((v for f, w, v in iter_fields(b, 8, 8 + size) if f == 1 and w == 0), None)
+    """Walk the file header and every block (rep_walk: its header, then its u32-sized entries), reading no result."""
+    try:
+        start, stop = file_header(b)
+    except Truncated:  # cut inside the header's own size: ncu_report says what it makes of it
+        raise UnknownLayout("no NVR header") from None
+    version = next((v for f, w, v in iter_fields(b, start, stop) if f == FILE_VERSION and w == VARINT), None)
     if version not in FILE_VERSIONS:
         raise UnknownLayout(f"file format version {version}, this reader knows {sorted(FILE_VERSIONS)}")
     by_bytes = {name.encode(): name for name in wanted_names}
@@ -243,78 +254,41 @@ def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
     wanted: dict[int, str] = {}
     results: list[tuple[int, int]] = []
     sessions: list[bytes] = []
-    p = 8 + size
-    total = len(b)
-    while p < total:
-        size = _u32(b, p, len(results))
-        head = (p + 4, p + 4 + size)
-        if head[1] > total:
-            raise Truncated(p, size, len(results))
-        n_sources = n_results = payload = 0
-        q = head[0]
-        while q < head[1]:  # the block header: 1 NumSources, 2 NumResults, 3 session, 4 string table, 5 PayloadSize
-            key = b[q]
-            if key < 0x80:
-                q += 1
-            else:
-                key, q = read_varint(b, q)
-            if key & 7 == 0:
-                value = b[q]
-                if value < 0x80:
-                    q += 1
-                else:
-                    value, q = read_varint(b, q)
-                if key == 1 << 3:
-                    n_sources = value
-                elif key == 2 << 3:
-                    n_results = value
-                elif key == 5 << 3:
-                    payload = value
-                elif value:  # another count: range replay (7) or graph (9) results, which this reader does not decode
-                    raise UnknownLayout(f"block header field {key >> 3} = {value} (range or graph results, or "
-                                        f"another entry kind this reader does not decode)")
-            elif key == 3 << 3 | 2 or key == 4 << 3 | 2:
-                n, q = read_varint(b, q)
-                if key == 3 << 3 | 2:
-                    sessions.append(b[q : q + n])
-                else:  # the string table: NameIds count on from the previous block's
-                    r, stop = q, q + n
-                    while r < stop:  # its strings (field 1), each a NameId
-                        k = b[r]
-                        if k != 1 << 3 | 2:
-                            k, r = read_varint(b, r)
-                            r = skip_field(b, r, k)
-                            continue
-                        m = b[r + 1]
-                        if m < 0x80:
-                            r += 2
-                        else:
-                            m, r = read_varint(b, r + 1)
-                        name = by_bytes.get(b[r : r + m])
-                        if name is not None:
-                            wanted[n_strings] = name
-                        n_strings += 1
-                        r += m
-                    if r != stop:
-                        raise UnknownLayout(f"string table ends at byte {r}, its size says {stop}")
-                q += n
-            else:
-                q = skip_field(b, q, key)
-        if q != head[1]:
-            raise UnknownLayout(f"block header ends at byte {q}, its size says {head[1]}")
-        p = head[1]
-        stop = p + payload
-        for k in range(n_sources + n_results):
-            if p + 4 > total:
-                raise Truncated(p, 4, len(results))
-            n = unpack_from("<I", b, p)[0]
-            if p + 4 + n > total:
-                raise Truncated(p, n, len(results))
-            if k >= n_sources:
-                results.append((p + 4, p + 4 + n))
-            p += 4 + n
-        if p != stop:
-            if stop > len(b):
-                raise Truncated(p, stop - p, len(results))
-            raise UnknownLayout(f"block payload ends at byte {p}, its header says {stop}")
+    for block in blocks(b, stop):
+        if block.other is not None:  # range replay (7) or graph (9) results, which this reader does not decode
+            raise UnknownLayout(f"block header field {block.other[0]} = {block.other[1]} (range or graph results, "
+                                f"or another entry kind this reader does not decode)")
+        for s, e in block.sessions:
+            sessions.append(b[s:e])
+        for table in block.string_tables:  # NameIds count on from the previous table's
+            if table[0] != table[1]:
+                n_strings = _strings(b, table, by_bytes, n_strings, wanted)
+        spans = entries(b, block)
+        results.extend(spans[block.sources :] if block.sources else spans)
     return Frame(results, wanted, sessions)
+
+
+def _strings(b: ReportBytes, span: tuple[int, int], by_bytes: dict[bytes, str], n_strings: int,
+             wanted: dict[int, str]) -> int:
+    """Note the NameIds of the wanted names among the strings of the StringTable b[span] (the first is NameId
+    `n_strings`); return the NameId after its last. Its keys and lengths are read inline (thousands of strings)."""
+    r, stop = span
+    while r < stop:
+        k = b[r]
+        if k != _STRING_TAG:
+            k, r = read_varint(b, r)
+            r = skip_field(b, r, k)
+            continue
+        m = b[r + 1]
+        if m < 0x80:
+            r += 2
+        else:
+            m, r = read_varint(b, r + 1)
+        name = by_bytes.get(b[r : r + m])
+        if name is not None:
+            wanted[n_strings] = name
+        n_strings += 1
+        r += m
+    if r != stop:
+        raise UnknownLayout(f"string table ends at byte {r}, its size says {stop}")
+    return n_strings
