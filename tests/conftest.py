@@ -140,9 +140,6 @@ def write_config(campaign_dir: Path, **overrides: Any) -> Path:
     return campaign_dir
 
 
-ONE_CELL_CONFIG = config_text()  # the same text as a constant, for tests that write it themselves
-
-
 @pytest.fixture()
 def campaign(tmp_path: Path) -> Path:
     """An empty one-cell campaign (`c1`, hardware h200_sm90) in tmp_path."""
@@ -186,9 +183,3 @@ def run_cli(*args: str, ok: bool | None = None, input: str | None = None,
         pytest.fail(f"perftunereport {' '.join(args)}: exit {run.exit_code}, expected "
                     f"{'0' if ok else 'non-zero'}\n{run.output}\n{crash}", pytrace=False)
     return run
-
-
-def run_cli_streams(*args: str) -> tuple[int, str, str]:
-    """Invoke the CLI in-process; return (exit code, stdout, stderr) apart (run_cli's .stdout/.stderr as a tuple)."""
-    run = run_cli(*args)
-    return run.exit_code, run.stdout, run.stderr

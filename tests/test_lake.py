@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import run_cli
 
-from perfreport.cli.main import cli
 from perfreport.config.context import context_value_problem
 from perfreport.lake.gate import GateError, context_problems
 from perfreport.lake.query import lake_query
@@ -80,8 +79,7 @@ def published(example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def cli_query(lake: Path, sql: str, fmt: str = "json") -> Any:
-    result = CliRunner().invoke(cli, ["lake", "query", "--lake", str(lake), "--format", fmt, sql])
-    assert result.exit_code == 0, result.output
+    result = run_cli("lake", "query", "--lake", str(lake), "--format", fmt, sql, ok=True)
     return json.loads(result.output) if fmt == "json" else result.output
 
 
@@ -127,9 +125,7 @@ def test_gate_placeholders_and_impossible_zero(tmp_path: Path) -> None:
 
 def test_strict_fails_listing_every_problem_and_writes_nothing(example: Path, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    result = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(example), "--lake", str(lake),
-                                      "--strict"])
-    assert result.exit_code != 0
+    result = run_cli("publish_to_lake", "--campaign", str(example), "--lake", str(lake), "--strict", ok=False)
     for cell in (PREFILL, DECODE):
         for path in EMPTY_IN_EXAMPLE:
             assert f"cells[{cell}].context.{path}: missing" in result.output
@@ -143,9 +139,7 @@ def test_strict_fails_listing_every_problem_and_writes_nothing(example: Path, tm
 
 def test_dry_run_writes_nothing(example: Path, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    result = CliRunner().invoke(cli, ["publish-to-lake", "--campaign", str(example), "--lake", str(lake),
-                                      "--dry-run"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("publish-to-lake", "--campaign", str(example), "--lake", str(lake), "--dry-run", ok=True)
     assert "would write (dry run, nothing written) 36 kernels, 2 cells, 4 captures" in result.output
     assert f"cells[{DECODE}].context.serving.max_num_seqs: missing" in result.output
     assert not lake.exists()
@@ -212,8 +206,8 @@ def test_query_csv_and_table_formats(published: Path) -> None:
     assert csv_out.splitlines() == ["cell_id,n", f"{DECODE},20", f"{PREFILL},16"]
     table = cli_query(published, "SELECT count(*) AS n FROM cells", fmt="table")
     assert "n" in table and "2" in table
-    bad = CliRunner().invoke(cli, ["lake", "query", "--lake", str(published), "SELECT * FROM nope"])
-    assert bad.exit_code != 0 and "captures, cells, kernels, publications" in bad.output
+    bad = run_cli("lake", "query", "--lake", str(published), "SELECT * FROM nope", ok=False)
+    assert "captures, cells, kernels, publications" in bad.output
 
 
 def test_filled_context_is_complete(filled: Path, tmp_path: Path) -> None:
@@ -232,9 +226,8 @@ def test_strict_passes_when_context_filled_and_every_kernel_has_sol(tmp_path: Pa
     camp = make_campaign(tmp_path / "c", full_only)
     assert context_problems(camp) == {PREFILL: [], DECODE: []}
     lake = tmp_path / "lake"
-    result = CliRunner().invoke(cli, ["publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--strict",
-                                      "--who", "ci"])
-    assert result.exit_code == 0, result.output
+    result = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--strict", "--who", "ci",
+                     ok=True)
     assert "wrote 18 kernels, 2 cells, 2 captures, 1 publications" in result.output
     assert lake_query(lake, "SELECT strict, problem_count, who FROM publications").rows == [(True, 0, "ci")]
     assert (lake / "catalog.db").is_file() and (lake / "warehouse" / "perfreport" / "kernels").is_dir()

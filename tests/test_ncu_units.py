@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfreport.ncu.catalog.units import decimals, parse_number, to_base, unit_scale
+from perfreport.ncu.catalog.units import decimals, parse_number, unit_scale
 
 
 @pytest.mark.parametrize(("unit", "factor", "base"), [
@@ -23,11 +23,6 @@ from perfreport.ncu.catalog.units import decimals, parse_number, to_base, unit_s
 ])
 def test_unit_scale(unit: str, factor: float, base: str) -> None:
     assert unit_scale(unit) == (factor, base)
-
-
-def test_to_base() -> None:
-    assert to_base(1.2264, "ms") == (pytest.approx(1226400.0), "ns")
-    assert to_base(3.0, "furlong/fortnight") == (3.0, "furlong/fortnight")
 
 
 @pytest.mark.parametrize(("text", "value", "places"), [

@@ -331,36 +331,30 @@ def test_damaged_bytes_where_a_launch_is_checked_against_its_template(data: st.D
 
 
 def test_the_cli_gives_the_same_cell_with_either_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import ONE_CELL_CONFIG, run_cli_streams
+    from conftest import run_cli, write_config
 
     cells = []
     for how in ("auto", "option", "env"):
-        camp = tmp_path / how
-        camp.mkdir()
-        (camp / "config.yaml").write_text(ONE_CELL_CONFIG)
+        camp = write_config(tmp_path / how)
         args = ["import_ncu", "--campaign", str(camp), "--cell-id", "c1", "--bundle", str(MANY)]
         monkeypatch.delenv("PERFREPORT_REP_READER", raising=False)
         if how == "option":
             args += ["--rep-reader", "ncu_report"]
         elif how == "env":
             monkeypatch.setenv("PERFREPORT_REP_READER", "ncu_report")
-        code, out, err = run_cli_streams(*args)
-        assert code == 0, err
+        run_cli(*args, ok=True)
         cells.append((camp / "cells/c1/ncu_kernels.json").read_text())
     assert cells[0] == cells[1] == cells[2] and '"launches": 150' in cells[0]
     monkeypatch.delenv("PERFREPORT_REP_READER", raising=False)
-    code, out, err = run_cli_streams("import_ncu", "--campaign", str(tmp_path / "auto"), "--cell-id", "c1",
-                                     "--bundle", str(MANY), "--rep-reader", "guess")
-    assert code != 0 and "'guess' is not one of 'auto', 'ncu_report'" in err
+    run = run_cli("import_ncu", "--campaign", str(tmp_path / "auto"), "--cell-id", "c1",
+                  "--bundle", str(MANY), "--rep-reader", "guess", ok=False)
+    assert "'guess' is not one of 'auto', 'ncu_report'" in run.stderr
 
 
 def test_a_report_replicated_by_kernel_is_one_ncu_report_reads(tmp_path: Path) -> None:
     """benchmarks/rep_replicate.py (the bench's large reports): ncu_report reads the copy, every replicated
     kernel equals its original, and the byte reader agrees (bulk: repeats of the same six kernels)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from rep_replicate import replicate
+    from benchmarks.rep_replicate import replicate
 
     big = tmp_path / "big.ncu-rep"
     big.write_bytes(replicate(gzip.decompress(FULL.read_bytes()), 14))
@@ -376,13 +370,11 @@ def test_a_report_replicated_by_kernel_is_one_ncu_report_reads(tmp_path: Path) -
 def test_a_refused_report_can_be_rewritten_at_once(tmp_path: Path) -> None:
     """A refused import leaves no hash reading the file: rewriting it right away, as a user re-copying a report
     does, never races a background read of the mapped file (the suite died of SIGBUS once when it did)."""
-    from conftest import ONE_CELL_CONFIG
+    from conftest import write_config
 
     from perfreport.ncu.importer import import_ncu
 
-    camp = tmp_path / "camp"
-    camp.mkdir()
-    (camp / "config.yaml").write_text(ONE_CELL_CONFIG)
+    camp = write_config(tmp_path / "camp")
     data = gzip.decompress(FULL.read_bytes())
     path = tmp_path / "r.ncu-rep"
     for cut in (200_000, 5_000_000, len(data) - 700_000) * 4:

@@ -8,9 +8,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from click.testing import CliRunner
+from conftest import run_cli
 
-from perfreport.cli.main import cli
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import write_json_atomic
 from perfreport.ncu.importer import import_ncu
@@ -274,14 +273,12 @@ def test_query_error_lists_views(campaign: Path) -> None:
 def test_cli_query_plain_and_json(campaign: Path) -> None:
     sql = ("SELECT function, time_source, instances, sol_pct, amdahl_bound_pct FROM kernel_join "
            "WHERE cell_id = 'oracle' AND amdahl_bound_pct IS NOT NULL ORDER BY amdahl_bound_pct DESC")
-    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), sql])
-    assert result.exit_code == 0, result.output
+    result = run_cli("query", "--campaign", str(campaign), sql, ok=True)
     lines = result.output.splitlines()
     gemm = next(line for line in lines if GEMM in line)
     assert "nsys" in gemm and "81.2527" in gemm and "17.3591" in gemm
     assert "2 row(s)" in result.output
-    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "--json", sql])
-    assert result.exit_code == 0, result.output
+    result = run_cli("query", "--campaign", str(campaign), "--json", sql, ok=True)
     rows = json.loads(result.output)
     assert [r["function"] for r in rows] == [GEMM, RMSNORM]
     assert list(rows[0]) == sorted(rows[0])
@@ -291,14 +288,13 @@ def test_cli_query_plain_and_json(campaign: Path) -> None:
 
 def test_cli_query_json_parses_json_columns(campaign: Path) -> None:
     sql = f"SELECT flops FROM ncu_kernels WHERE cell_id = 'oracle' AND source LIKE '%full%' AND function = '{GEMM}'"
-    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "--json", sql])
-    assert result.exit_code == 0, result.output
+    result = run_cli("query", "--campaign", str(campaign), "--json", sql, ok=True)
     assert json.loads(result.output) == [{"flops": {"fp16": 0.0, "fp32": 0.0, "fp64": 0.0,
                                                     "tensor": 1116691496960.0, "total": 1116691496960.0}}]
 
 
 def test_cli_query_error_is_clean(campaign: Path) -> None:
-    result = CliRunner().invoke(cli, ["query", "--campaign", str(campaign), "SELECT * FROM kernel_jion"])
+    result = run_cli("query", "--campaign", str(campaign), "SELECT * FROM kernel_jion")
     assert result.exit_code == 2
     assert "Traceback" not in result.output and "Table with name kernel_jion does not exist" in result.output
     assert "kernel_join (view)" in result.output

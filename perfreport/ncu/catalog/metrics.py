@@ -46,10 +46,17 @@ class Catalog:
 
 
 @lru_cache(maxsize=1)
-def load_catalog() -> Catalog:
-    """Load the packaged metrics.yaml once."""
+def metrics_yaml() -> dict[str, Any]:
+    """Parse the packaged metrics.yaml once (load_catalog and catalog/sets.py read their parts of it)."""
     text = resources.files("perfreport.ncu.catalog").joinpath("metrics.yaml").read_text(encoding="utf-8")
     raw: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
+    return raw
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """Load the packaged metrics.yaml once."""
+    raw = metrics_yaml()
     stalls = {r: f"{raw['warp_stall_prefix']}{r}{raw['warp_stall_suffix']}" for r in raw["warp_stall_reasons"]}
     return Catalog(
         scalars=dict(raw["scalars"]),

@@ -53,11 +53,6 @@ PLAIN_UNITS = frozenset({
 })
 
 
-def is_missing(text: str) -> bool:
-    """Return True for the tokens ncu prints when a metric has no value."""
-    return text.strip().lower() in MISSING_TOKENS
-
-
 def parse_number(text: str) -> float | None:
     """Parse one ncu value (``1,935,473``, ``1.41``, ``2211869.712121``); None when ncu printed no value.
 
@@ -134,15 +129,6 @@ def _scale_atom(atom: str) -> tuple[float, str] | None:
     if atom in PLAIN_UNITS:
         return 1.0, atom
     return None
-
-
-def to_base(value: float, unit: str) -> tuple[float, str]:
-    """Convert ``value`` printed in ``unit`` to its base unit; an unknown unit is returned unchanged."""
-    scaled = unit_scale(unit)
-    if scaled is None:
-        return value, unit
-    factor, base = scaled
-    return rescale(value, factor), base
 
 
 def rescale(value: float, factor: float, places: int | None = None) -> float:

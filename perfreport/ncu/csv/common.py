@@ -20,6 +20,7 @@ from perfreport.errors import EmptyCaptureError, InputError
 from perfreport.files import sha256_file
 from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.model import KernelLaunch
+from perfreport.ncu.rep.proto import MAGIC as REP_MAGIC
 
 HOW_TO_EXPORT = (
     "Produce one with `ncu --import R.ncu-rep --csv --page raw > R-raw.csv` (or `--page details`), "
@@ -110,7 +111,7 @@ def _read_lines(path: Path) -> tuple[str, list[str]]:
 
 
 def _check_head(path: Path, data: bytes) -> None:
-    if data[:4] == b"NVR\x00":
+    if data[:4] == REP_MAGIC:
         raise InputError(
             f"{path}: this is a binary ncu report (.ncu-rep), not a CSV export. Import it as a report, or "
             f"convert it: `ncu --import {path.name} --csv --page raw > {path.stem}-raw.csv`."

@@ -15,46 +15,15 @@ from importlib import resources
 import yaml
 
 from perfreport.errors import InputError
-from perfreport.ncu.catalog.units import decimals, half_ulp, parse_number, rescale, unit_scale
+from perfreport.ncu.catalog.sets import display_name, infer_section_set
 from perfreport.ncu.csv.common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, new_launch, no_kernels
+from perfreport.ncu.csv.convert import convert, scale
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.yamlio import SAFE_LOADER
 
 COMMAND_LINE_SECTION = "Command line profiler metrics"
 _RAW_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*__[A-Za-z0-9_.]+")
 _LABEL_NAME_RE = re.compile(r".*\(([A-Za-z][A-Za-z0-9_]*__[A-Za-z0-9_.]+)\)")
-
-# Rule rows name the section by identifier, metric rows by display name (ncu 2025.3.1 section files).
-SECTION_DISPLAY_NAMES = {
-    "SpeedOfLight": "GPU Speed Of Light Throughput",
-    "SpeedOfLight_RooflineChart": "GPU Speed Of Light Roofline Chart",
-    "SpeedOfLight_HierarchicalSingleRooflineChart":
-        "GPU Speed Of Light Hierarchical Roofline Chart (Single Precision)",
-    "SpeedOfLight_HierarchicalDoubleRooflineChart":
-        "GPU Speed Of Light Hierarchical Roofline Chart (Double Precision)",
-    "SpeedOfLight_HierarchicalHalfRooflineChart": "GPU Speed Of Light Hierarchical Roofline Chart (Half Precision)",
-    "SpeedOfLight_HierarchicalTensorRooflineChart": "GPU Speed Of Light Hierarchical Roofline Chart (Tensor Core)",
-    "LaunchStats": "Launch Statistics",
-    "Occupancy": "Occupancy",
-    "WorkloadDistribution": "GPU and Memory Workload Distribution",
-    "ComputeWorkloadAnalysis": "Compute Workload Analysis",
-    "MemoryWorkloadAnalysis": "Memory Workload Analysis",
-    "MemoryWorkloadAnalysis_Chart": "Memory Workload Analysis Chart",
-    "MemoryWorkloadAnalysis_Tables": "Memory Workload Analysis Tables",
-    "SourceCounters": "Source Counters",
-    "InstructionStats": "Instruction Statistics",
-    "SchedulerStats": "Scheduler Statistics",
-    "WarpStateStats": "Warp State Statistics",
-    "PmSampling": "PM Sampling",
-    "NumaAffinity": "NUMA Affinity",
-    "Nvlink_Tables": "NVLink Tables",
-    "Nvlink_Topology": "NVLink Topology",
-}
-_BASIC = {"GPU Speed Of Light Throughput", "Launch Statistics", "Occupancy"}
-_DETAILED = _BASIC | {"Compute Workload Analysis", "Memory Workload Analysis", "Source Counters"}
-_FULL = _DETAILED | {"Warp State Statistics", "Scheduler Statistics", "Instruction Statistics"}
-_ROOFLINE_CHARTS = {v for k, v in SECTION_DISPLAY_NAMES.items() if "Roofline" in k}
-
 
 @dataclass
 class _Option:
@@ -154,7 +123,7 @@ class _Reader:
             launch.rules.append(Rule(section, rule_name, self.cell(row, "Rule Type"),
                                      self.cell(row, "Rule Description"), self.cell(row, "Estimated Speedup Type"),
                                      self.cell(row, "Estimated Speedup")))
-            self.section_seen(SECTION_DISPLAY_NAMES.get(section, section))
+            self.section_seen(display_name(section))
             return
         label = row[col["Metric Name"]].strip()
         if not label:
@@ -184,15 +153,12 @@ class _Reader:
             key = self.keys[(section, label, launch.cc)] = metric_key(section, label, launch.cc)
         if self.only is not None and key not in self.only:
             return
-        scaled = unit_scale(unit)
-        if scaled is None:
+        factor, base, known = scale(unit)
+        if not known:
             self.warn_once(f"unit:{unit}", f"{self.table.where(k)}: unknown unit {unit!r} (first at "
                                            f"{section!r} / {label!r}); values kept as printed with that unit.")
-            factor, base = 1.0, unit
-        else:
-            factor, base = scaled
         try:
-            number = parse_number(text)
+            converted = convert(text, factor)
         except ValueError:
             if unit:
                 raise InputError(
@@ -202,10 +168,9 @@ class _Reader:
             launch.text.setdefault(key, text.strip())
             launch.units.setdefault(key, base)
             return
-        if number is None:
+        if converted is None:
             return
-        places = decimals(text)
-        value, tolerance = rescale(number, factor, places), half_ulp(places, factor)
+        value, tolerance = converted
         if key in launch.metrics:
             self.merge(launch, precision, key, value, tolerance, section, label)
             return
@@ -240,22 +205,6 @@ def read_long(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
         raise no_kernels(table)
     return Capture(
         source_path=str(table.path), source_format="csv-details", sha256=table.sha256, ncu_version=None,
-        gpu=None, section_set=infer_details_set(set(reader.sections)), sections=reader.sections,
+        gpu=None, section_set=infer_section_set(displayed=reader.sections), sections=reader.sections,
         launches=launches, warnings=reader.warnings,
     )
-
-
-def infer_details_set(sections: set[str]) -> str | None:
-    """Infer the ncu --set from the sections a details page shows; None when it matches no set cleanly."""
-    if sections >= _FULL:
-        return "full"
-    if sections >= _DETAILED and not sections & (_FULL - _DETAILED):
-        return "detailed"
-    if sections >= _BASIC and not sections & (_FULL - _BASIC) and not sections & _ROOFLINE_CHARTS:
-        return "basic"
-    if ("GPU Speed Of Light Throughput" in sections and sections & _ROOFLINE_CHARTS
-            and not sections & (_FULL - {"GPU Speed Of Light Throughput"})):
-        return "roofline"
-    return None
-
-

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfreport.errors import InputError
+from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.csv.common import (
     LONG_COLUMNS,
     CsvTable,
@@ -29,7 +30,7 @@ from perfreport.ncu.csv.common import (
     _parse_line,
 )
 from perfreport.ncu.csv.fast_details import read_details
-from perfreport.ncu.csv.raw import _GPU, infer_raw_set, read_wide
+from perfreport.ncu.csv.raw import _GPU, read_wide
 from perfreport.ncu.csv.scan import scan_records
 from perfreport.ncu.model import Capture
 
@@ -91,7 +92,7 @@ def _read_raw(table: CsvTable, data: bytes, only: frozenset[str]) -> Capture | N
         capture = read_wide(table, only)
     except (InputError, ArithmeticError):
         return None  # a damaged cell or id: the strict reader reports it (or fails on it) its own way
-    capture.section_set = infer_raw_set(set(header[start:]))  # from every column, as the strict reader does
+    capture.section_set = infer_section_set(metrics=header[start:])  # every column, as the strict reader
     return capture
 
 

@@ -30,9 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfreport.errors import InputError
-from perfreport.ncu.catalog.units import decimals, half_ulp, parse_number, rescale, unit_scale
+from perfreport.ncu.catalog.sets import display_name, infer_section_set
 from perfreport.ncu.csv.common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, _parse_line
-from perfreport.ncu.csv.details import SECTION_DISPLAY_NAMES, _Reader, infer_details_set, metric_key
+from perfreport.ncu.csv.convert import convert, scale
+from perfreport.ncu.csv.details import _Reader, metric_key
 from perfreport.ncu.csv.scan import Fields, scan_fields
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 
@@ -257,7 +258,7 @@ def _capture(table: CsvTable, columns: dict[str, pa.Array], is_rule: np.ndarray,
     _values(reader, launches, rows, kept, key_index, keys)
     return Capture(
         source_path=str(table.path), source_format="csv-details", sha256=table.sha256, ncu_version=None,
-        gpu=None, section_set=infer_details_set(set(reader.sections)), sections=reader.sections,
+        gpu=None, section_set=infer_section_set(displayed=reader.sections), sections=reader.sections,
         launches=[la for la, _ in launches], warnings=reader.warnings,
     )
 
@@ -293,10 +294,10 @@ def _launches(reader: _Reader, fd: int, newlines: np.ndarray, codes: np.ndarray)
 
 def _sections(sec_codes: np.ndarray, sec_names: list[str], is_rule: np.ndarray, labeled: np.ndarray) -> list[str]:
     """Sections in order of first mention: a rule row's section id by display name, a labeled row's as printed."""
-    names = list(dict.fromkeys(sec_names + [SECTION_DISPLAY_NAMES.get(s, s) for s in sec_names]))
+    names = list(dict.fromkeys(sec_names + [display_name(s) for s in sec_names]))
     index = {name: i for i, name in enumerate(names)}
     as_printed = np.array([index[s] for s in sec_names], dtype=np.int64)
-    displayed = np.array([index[SECTION_DISPLAY_NAMES.get(s, s)] for s in sec_names], dtype=np.int64)
+    displayed = np.array([index[display_name(s)] for s in sec_names], dtype=np.int64)
     seen = np.where(is_rule, displayed[sec_codes], np.where(labeled, as_printed[sec_codes], -1))
     seen = seen[seen >= 0]
     unique, first = np.unique(seen, return_index=True)
@@ -400,15 +401,13 @@ def _bulk(launches: _Launches, launch: np.ndarray, key_index: np.ndarray, keys: 
 
 def _number(unit: str, text: str) -> tuple[float, str, float] | int:
     """(value, base unit, tolerance) as `_Reader.value` computes them, else _SKIP (it ignores the row) or _SLOW."""
-    scaled = unit_scale(unit)
-    if scaled is None:
+    factor, base, known = scale(unit)
+    if not known:
         return _SLOW  # an unknown unit: `_Reader.value` warns
     try:
-        number = parse_number(text)
+        converted = convert(text, factor)
     except ValueError:
         return _SLOW  # text, or garbage
-    if number is None:
+    if converted is None:
         return _SKIP
-    factor, base = scaled
-    places = decimals(text)
-    return rescale(number, factor, places), base, half_ulp(places, factor)
+    return converted[0], base, converted[1]

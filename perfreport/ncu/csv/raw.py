@@ -1,54 +1,20 @@
 """Reader for the wide ``--page raw`` export: one row per kernel, one column per metric, a units row.
 
-Speed matters (2,000 kernels x 2,240 columns is ~40 MB): each column's unit factor is resolved once, and a
-plain or thousands-grouped decimal takes a fast path (one ``str.strip`` check, then ``float``) before the
-general parser, and its result is remembered per column (values repeat across kernels). Column-at-a-time
-variants (joined-column regex + ``map``; numpy string ufuncs) measured slower. Clean exports are split by
-pandas (csv_fast) and converted here too.
+Speed matters (2,000 kernels x 2,240 columns is ~40 MB): each column's unit factor is resolved once
+(convert.Column) and convert.convert_row converts a row; this module keeps the page's shape checks and the
+messages for cells that are neither numbers nor missing. Clean exports are split by pandas (csv/fast.py) and
+converted here too.
 """
 
 from __future__ import annotations
 
-import math
-import re
-
 from perfreport.errors import InputError
-from perfreport.ncu.catalog.units import MISSING_TOKENS, decimals, half_ulp, parse_number, rescale, unit_scale
+from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.csv.common import CsvTable, new_launch, no_kernels
+from perfreport.ncu.csv.convert import Column, convert, convert_row, scale
 from perfreport.ncu.model import Capture, KernelLaunch
 
-_MAX_PLACES = 64
-_MEMO_MAX = 64  # plain numbers remembered per column (bounded: 2,240 columns without `only`); repeats convert once
-_HALF = [half_ulp(d) for d in range(_MAX_PLACES)]
-_PLAIN_CHARS = "0123456789.-"
-_GROUPED = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", re.ASCII).fullmatch  # "1,116,691,496,960"
-
-# Marker metrics per section, for inferring the --set of a raw page (ncu 2025.3.1 set contents).
-_LAUNCH = "launch__registers_per_thread"
-_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
-_SOL = "gpu__time_duration.sum"
-_WARP_STATE = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
-_COMPUTE = "sm__inst_executed.avg.per_cycle_active"
-_SOURCE = "smsp__sass_average_branch_targets_threads_uniform.pct"
-_HIER_ROOFLINE = "derived__lts__lts2xbar_bytes.sum.per_second"
 _GPU = "device__attribute_display_name"
-_ROOFLINE = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed"
-
-
-class _Column:
-    """How to read one metric column: its unit factor and whether a value must be numeric."""
-
-    __slots__ = ("name", "index", "factor", "exp", "base", "required", "memo")
-
-    def __init__(self, name: str, index: int, unit: str | None) -> None:
-        self.name = name
-        self.index = index
-        scaled = unit_scale(unit) if unit is not None else None
-        self.factor, self.base = scaled if scaled is not None else (1.0, unit)
-        self.exp = round(math.log10(self.factor)) if self.factor > 0 else 0
-        # A column with a unit holds numbers; a unitless one may hold text (device name, policy).
-        self.required = bool(unit)
-        self.memo: dict[str, tuple[float, float]] = {}  # cell text -> (value, precision) of a plain number
 
 
 def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
@@ -70,10 +36,10 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
     has_units = len(first) == len(header) and all(not first[i].strip() for i in fixed_idx)
     wanted = [(j, n) for j, n in enumerate(names) if only is None or n in only or n == _GPU]
     if has_units:
-        columns = [_Column(n, start + j, first[start + j].strip()) for j, n in wanted]
+        columns = [Column(n, start + j, first[start + j].strip()) for j, n in wanted]
         _warn_unknown_units(capture, table, columns)
     else:
-        columns = [_Column(n, start + j, None) for j, n in wanted]
+        columns = [Column(n, start + j, None) for j, n in wanted]
         capture.warnings.append(
             f"{table.where()}: no units row after the header; values are taken as printed and assumed to be "
             f"in base units (ns, byte, hz). Re-export with `ncu --import R --csv --page raw` to get units."
@@ -108,55 +74,24 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
     return capture
 
 
-def _fill(table: CsvTable, k: int, launch: KernelLaunch, columns: list[_Column], cells: list[str],
+def _fill(table: CsvTable, k: int, launch: KernelLaunch, columns: list[Column], cells: list[str],
           precision: dict[str, float], seen_lists: list[str]) -> list[str]:
-    """Convert one row's metric cells into launch.metrics/precision/text; return the names with no value.
+    """Convert one row's metric cells into launch.metrics/precision/text; return the names with no value."""
+    def other(col: Column, s: str) -> bool:
+        return _cell(table, k, launch, col, s, precision, seen_lists)
 
-    This is the reader's hot loop (~4.5 M cells for 2,000 kernels): keep per-cell work minimal.
-    """
-    metrics = launch.metrics
-    absent: list[str] = []
-    half = _HALF
-    plain = _PLAIN_CHARS
-    grouped = _GROUPED
-    for col, s in zip(columns, cells, strict=True):
-        hit = col.memo.get(s)
-        if hit is not None:
-            metrics[col.name], precision[col.name] = hit
-            continue
-        if s and (not s.strip(plain) or grouped(s)):
-            try:
-                v = float(s.replace(",", "")) if "," in s else float(s)
-            except ValueError:  # "-", ".", "1.2.3": the general parser decides
-                pass
-            else:
-                dot = s.find(".")
-                d = len(s) - dot - 1 if dot >= 0 else 0
-                if d < _MAX_PLACES:
-                    if col.factor == 1.0:
-                        hit = v, half[d]
-                    else:
-                        hit = round(v * col.factor, d - col.exp), half[d] * col.factor
-                    metrics[col.name], precision[col.name] = hit
-                    if len(col.memo) < _MEMO_MAX:
-                        col.memo[s] = hit
-                    continue
-        if not _cell(table, k, launch, col, s, precision, seen_lists):
-            absent.append(col.name)
-    return absent
+    return convert_row(columns, cells, launch.metrics, precision, other)
 
 
-def _cell(table: CsvTable, k: int, launch: KernelLaunch, col: _Column, s: str, precision: dict[str, float],
+def _cell(table: CsvTable, k: int, launch: KernelLaunch, col: Column, s: str, precision: dict[str, float],
           seen_lists: list[str]) -> bool:
-    """Convert one unusual cell (missing token, text, instanced list, exponent) or reject garbage.
+    """Convert a cell that is neither a plain decimal nor missing (text, instanced list, exponent); reject garbage.
 
     Return False when the cell holds no value.
     """
     t = s.strip()
-    if t.lower() in MISSING_TOKENS:
-        return False
     try:
-        v = parse_number(t)
+        converted = convert(t, col.factor)
     except ValueError:
         if ";" in t:  # old exports print instanced metrics inline: "32.00; 32.00; 0.00"
             if col.name not in seen_lists:
@@ -170,19 +105,17 @@ def _cell(table: CsvTable, k: int, launch: KernelLaunch, col: _Column, s: str, p
             ) from None
         launch.text[col.name] = t
         return True
-    if v is None:
+    if converted is None:
         return False
-    places = decimals(t)
-    launch.metrics[col.name] = rescale(v, col.factor, places)
-    precision[col.name] = half_ulp(places, col.factor)
+    launch.metrics[col.name], precision[col.name] = converted
     return True
 
 
-def _warn_unknown_units(capture: Capture, table: CsvTable, columns: list[_Column]) -> None:
+def _warn_unknown_units(capture: Capture, table: CsvTable, columns: list[Column]) -> None:
     unknown: dict[str, str] = {}
     for col in columns:
         u = col.base or ""
-        if u and unit_scale(u) is None and u not in unknown:
+        if u and not scale(u)[2] and u not in unknown:
             unknown[u] = col.name
     for u, name in unknown.items():
         capture.warnings.append(
@@ -202,24 +135,6 @@ def _raise_ragged(table: CsvTable, k: int, got: int) -> None:
 
 
 def _provenance(capture: Capture, names: list[str]) -> None:
-    gpus = sorted({g for la in capture.launches if (g := la.text.get("device__attribute_display_name"))})
+    gpus = sorted({g for la in capture.launches if (g := la.text.get(_GPU))})
     capture.gpu = ", ".join(gpus) if gpus else None
-    capture.section_set = infer_raw_set(set(names))
-
-
-def infer_raw_set(present: set[str]) -> str | None:
-    """Infer the ncu --set (basic, detailed, full, roofline) from which marker metrics are columns."""
-    launch = _LAUNCH in present and _OCCUPANCY in present
-    sol = _SOL in present
-    hier = _HIER_ROOFLINE in present
-    compute = _COMPUTE in present and _SOURCE in present
-    warp = _WARP_STATE in present
-    if launch and sol and warp and compute and hier:
-        return "full"
-    if sol and hier and _ROOFLINE in present and not (_LAUNCH in present or _OCCUPANCY in present):
-        return "roofline"
-    if launch and sol and compute and _ROOFLINE in present and not warp and not hier:
-        return "detailed"
-    if launch and sol and not (compute or warp or hier or _ROOFLINE in present):
-        return "basic"
-    return None
+    capture.section_set = infer_section_set(metrics=names)
