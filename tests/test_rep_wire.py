@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from perfreport.errors import InputError
 from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.ncu.rep import bulk as rep_bulk
+from perfreport.ncu.rep import proto as rep_proto
 from perfreport.ncu.rep import reader as rep
 from perfreport.ncu.rep import rules as rep_rules
 from perfreport.ncu.rep import wire as rep_wire
@@ -78,7 +79,7 @@ def test_bulk_and_entry_walk_agree(path: Path) -> None:
     data = gzip.decompress(path.read_bytes())
     wanted = rep._wanted()
     if any(str(path).endswith(k) for k in HANDED_OVER):
-        with pytest.raises(rep_wire.UnknownLayout, match="block header field"):
+        with pytest.raises(rep_proto.UnknownLayout, match="block header field"):
             rep_wire.read_report(data, wanted)
         return
     a, b = rep_wire.read_report(data, wanted, bulk=False), rep_wire.read_report(data, wanted, bulk=True)
@@ -283,7 +284,7 @@ def _both_reads(raw: bytes, wanted: frozenset[str]) -> list[object]:
     for bulk in (False, True):
         try:
             outcomes.append(rep_wire.read_report(raw, wanted, bulk=bulk))
-        except (rep_wire.UnknownLayout, rep_wire.Truncated) as exc:
+        except (rep_proto.UnknownLayout, rep_proto.Truncated) as exc:
             outcomes.append(type(exc).__name__)
     return outcomes
 

@@ -178,7 +178,7 @@ def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
 def to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
     """Build a pyarrow table with the table's explicit schema (missing keys become null)."""
     schema = SCHEMAS[table]
-    # Column by column: 3.5x faster than from_pylist on 10,000 kernel rows (benchmarks/bench_lake.py).
+    # Column by column, not from_pylist: the faster build (docs/benchmarks.md, benchmarks/bench_lake.py).
     return pa.table({f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema}, schema=schema)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from perfreport.errors import InputError
 from perfreport.ncu.model import Capture
+from perfreport.ncu.rep.proto import MAGIC
 from perfreport.progress import Progress
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
         return read_csv_export(path, frozenset(load_catalog().needed()))
     if not report:
         with path.open("rb") as fh:
-            report = fh.read(4) == b"NVR\x00"  # a report by its first bytes, whatever its name
+            report = fh.read(len(MAGIC)) == MAGIC  # a report by its first bytes, whatever its name
     if report:
         from perfreport.ncu.rep.reader import read_rep
 

@@ -10,8 +10,7 @@ metric once, gets its dicts filled in bulk; any other launch (text, missing or d
 metric given twice) goes row by row through `_Reader.value`, in file order, so warnings, merges and errors are
 the strict reader's. Returns None where the strict reader must decide.
 
-Until 2026-12-04 DuckDB's ``read_csv`` split the page while this thread scanned it; the scan alone is faster
-than DuckDB's split (0.06 s on two cores against 0.15-0.2 s for 50 MB), so the split went (docs/benchmarks.md).
+The scan splits the page itself: it is faster than DuckDB's ``read_csv`` at the same split (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -279,7 +278,7 @@ def _launches(reader: _Reader, fd: int, newlines: np.ndarray, codes: np.ndarray)
     """Create the launches from their IDs' first rows, in order, as the strict reader does.
 
     The lines are read with pread, not through the mapping: a page fault there maps the pages around it too
-    (fault-around), and one first line per launch across the file mapped the whole file back in (+48 MB).
+    (fault-around), and one first line per launch across the file would map the whole file back in.
     """
     if not codes.size:
         return []

@@ -21,7 +21,7 @@ import numpy as np
 Buffer = bytes | mmap.mmap | memoryview  # the file as bytes, or (part of) a mapped file (csv_fast_details)
 Check = Callable[[np.ndarray], bool]
 _QUOTE, _COMMA, _NL = 34, 44, 10
-_CHUNK = 1 << 20  # bytes scanned at a time: the temporary arrays stay near 10 MB (8 MB chunks peaked at +76 MB)
+_CHUNK = 1 << 20  # bytes scanned at a time: small chunks keep the temporary arrays near 10 MB
 
 
 @dataclass

@@ -3,10 +3,9 @@
 Every result (profiled launch) holds its metrics as one contiguous run of entries (tag, length, NameId, value,
 instance values). The first launch of each kernel (and a kernel launched once) is walked by a loop that steps by
 entry lengths only; its NameIds are decoded at once (_walk). Launches of the same kernel in one report write the
-same metrics in the same order with the same entry lengths (ncu 2025.3.1: every later launch in
-tests/data/h200_oracle/many/, 147 of them, and in tests/data/h200_many_layers/, 217, matches its kernel's first
-launch entry for entry; values change, sizes do not). So the first launch becomes a template: where each entry's
-header bytes lie and what they are, and the same for the fields after the run up to the first rule result
+same metrics in the same order with the same entry lengths (ncu 2025.3.1; values change, sizes do not: the
+many-launch H200 reports in tests/data hold to it, docs/ncu_rep.md). So the first launch becomes a template: where
+each entry's header bytes lie and what they are, and the same for the fields after the run up to the first rule result
 (_tail: keys and lengths whole, varints by their high bits, section identifiers whole). Every later launch of that
 kernel is checked against it with numpy: all those bytes equal. That proves the entries and fields lie where the
 template says (each header fixes where the next starts), so the wanted values are decoded at those places, for

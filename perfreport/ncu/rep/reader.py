@@ -25,8 +25,8 @@ from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.rep import wire as rep_wire
-from perfreport.ncu.rep.proto import MAGIC
-from perfreport.ncu.rep.wire import Action, ReportBytes
+from perfreport.ncu.rep.proto import MAGIC, ReportBytes, Truncated, UnknownLayout
+from perfreport.ncu.rep.wire import Action
 from perfreport.progress import Progress
 
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?) \(build \d+\)")
@@ -128,7 +128,7 @@ def _layout(act: Action, needed: frozenset[str], units: dict[str, str] | None) -
         numeric.append(name)
         got = act.units.get(name) if units is None else units.get(name)
         if got is None:
-            raise rep_wire.UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
+            raise UnknownLayout(f"no unit known for {name} (metrics.yaml rep_units)")
         unit[name] = got
     return numeric, text, unit
 
@@ -256,9 +256,9 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
                 launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}
                 version, cmdline = _session_facts(report.sessions)
-            except rep_wire.Truncated as cut:
+            except Truncated as cut:
                 raise _truncated(path, len(data), cut) from None
-            except rep_wire.UnknownLayout as exc:
+            except UnknownLayout as exc:
                 launches = None
                 if progress is not None:
                     progress(f"{path.name}: layout not known to the byte reader ({exc}); reading with ncu_report")
@@ -298,8 +298,8 @@ def _sha256_mapped(mm: mmap.mmap | None) -> str:
     """SHA-256 of a mapped file (None: an empty one), updated 128 MB at a time, each piece's pages mapped first.
 
     Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python); it also maps
-    the file's pages for the parse, which reads the same mapping (FileHash). Reading into a buffer instead made a
-    23 ms import 10 ms slower (zeroing the buffer holds the GIL, the read copies). The mapping must not outlive the
+    the file's pages for the parse, which reads the same mapping (FileHash). Not into a buffer: zeroing one holds the
+    GIL and the read copies (docs/ncu_rep.md). The mapping must not outlive the
     import (FileHash.close): a file cut short under a mapping that is read is SIGBUS.
     """
     h = hashlib.sha256()
@@ -319,8 +319,8 @@ def _sha256_mapped(mm: mmap.mmap | None) -> str:
 
 def _map_pages(piece: memoryview) -> None:
     """Touch one byte of every page of a piece of the mapping (one numpy reduction: the GIL is free meanwhile), so
-    the kernel maps them here, on the hash's core, before the parse reads them: 13 ms for a 123 MB report, which the
-    parse would otherwise spend faulting them in as it walks (the hash then reads mapped pages)."""
+    the kernel maps them here, on the hash's core, before the parse reads them; the parse would otherwise spend that
+    time faulting them in as it walks (the hash then reads mapped pages)."""
     pages = np.frombuffer(piece, dtype=np.uint8)[:: mmap.PAGESIZE]
     pages.max()
     del pages
@@ -336,7 +336,7 @@ class FileHash:
 
     The file is mapped here, once: the hash reads the mapping and, for a plain report, the parse reads the same one
     (`mapping`; _report_bytes), so each page is mapped into the process once, mostly by the hash, which starts
-    first, on the other core (a page mapped is ~0.3 us on first touch: 10 ms for a 123 MB report), and unmapped
+    first, on the other core (first-touch page mapping is a cost the size of the parse), and unmapped
     once, also on the hash's core.
     """
 
@@ -393,7 +393,7 @@ def _report_bytes(path: Path, shared: mmap.mmap | None = None) -> Iterator[tuple
                     _unmap(raw)
 
 
-def _truncated(path: Path, size: int, cut: rep_wire.Truncated) -> InputError:
+def _truncated(path: Path, size: int, cut: Truncated) -> InputError:
     where = f"an entry at byte {cut.offset} needs {cut.needed} bytes, the file ends at {size}"
     if cut.results == 0:
         return InputError(

@@ -9,8 +9,8 @@ as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated
 results (19, rep_rules). The framing (file header, blocks, entries) is walked by rep_walk; wire primitives and the
 field numbers, those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute, are in rep_proto.
 
-ncu_report decodes every action in full (every metric's value and instance values, 16-29 ms a full-set kernel,
-GIL held); this reader walks the metric list once, skips every metric it was not asked for without touching
+ncu_report decodes every action in full (every metric's value and instance values, GIL held; docs/benchmarks.md
+has its cost); this reader walks the metric list once, skips every metric it was not asked for without touching
 its bytes, and stops there. Anything it does not recognise (another file format version, a value type it does
 not know, a field where the layout says another) raises `UnknownLayout`, and the caller reads the report with
 ncu_report instead: this reader is a shortcut, never a second opinion. Tests hold the two equal on every report
@@ -140,7 +140,7 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
             p, shape = _metrics(b, p, end, wanted, values), None
             continue
         # keys of fields 1-15 are one byte, of 16-2047 two; they and the lengths are read inline, not by read_varint:
-        # the calls cost 4.5 ms of a 63 ms read of 2,016 launches (this loop walks each one's rule results)
+        # this loop walks every launch's rule results, where a call per field is a measurable cost (docs/benchmarks.md)
         if tag < 0x80:
             p += 1
         elif b[p + 1] < 0x80:
