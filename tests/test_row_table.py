@@ -122,7 +122,9 @@ def test_aggregation_lists_come_from_the_table() -> None:
 
 def test_metrics_doc_lists_the_table() -> None:
     text = (TESTS.parent / "docs" / "metrics.md").read_text(encoding="utf-8")
-    section = text[text.index("## The kernel row"):]
+    start = text.index("## The kernel row")
+    end = text.find("\n## ", start + 1)
+    section = text[start:end if end > 0 else None]
     listed = [line.split("|")[1].strip().strip("`") for line in section.splitlines() if line.startswith("| `")]
     assert listed == list(row.names())
     duration = row.FIELDS["duration_ns"].description

@@ -87,13 +87,6 @@ def load_schema() -> dict[str, Any]:
     return validate.load_schema(SCHEMA_FILE)
 
 
-def _path(parts: Iterable[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _show(v: Any) -> str:
     if isinstance(v, Mapping):
         return "a mapping"
