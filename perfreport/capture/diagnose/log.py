@@ -2,7 +2,7 @@
 
 Every rule below matches a line ncu (or CUPTI under it) really prints; the logs they were written against are
 tests/data/h200_capture, h200_shared, h200_oracle (ncu 2025.3.1 on an H200) and tests/data/capture_logs (public
-wording, sources in its README). Reports (.ncu-rep) are read by diagnose_report. Standard library only at module
+wording, sources in its README). Reports (.ncu-rep) are read by report.diagnose_report. Standard library only at module
 level: this runs on the GPU machine.
 """
 

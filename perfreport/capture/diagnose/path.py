@@ -7,8 +7,9 @@ import zlib
 from pathlib import Path
 
 from perfreport.capture.diagnose.log import Diagnosis, diagnose_text
-from perfreport.capture.diagnose.report import MAGIC, diagnose_report
+from perfreport.capture.diagnose.report import diagnose_report
 from perfreport.errors import InputError
+from perfreport.ncu.rep.proto import MAGIC
 
 
 def diagnose_path(path: Path, kernel_pattern: str | None = None) -> list[Diagnosis]:

@@ -16,7 +16,7 @@ from perfreport.errors import InputError
 from perfreport.ncu.rep.proto import MAGIC, Truncated, UnknownLayout
 from perfreport.ncu.rep.walk import blocks, file_header
 
-__all__ = ["MAGIC", "diagnose_report"]
+__all__ = ["diagnose_report"]
 
 
 def diagnose_report(path: Path) -> list[Diagnosis]:
@@ -81,7 +81,7 @@ def _kernel_names(plain: Path) -> list[str]:
 
 
 def _structure(blob: bytes) -> str:
-    """'complete', 'truncated' or 'unknown': walk the report's blocks to the end of the file (rep_walk), each
+    """'complete', 'truncated' or 'unknown': walk the report's blocks to the end of the file (ncu.rep.walk), each
     skipped by its header's PayloadSize: a size, header or payload past the end of the file is a cut file."""
     try:
         for _ in blocks(blob, file_header(blob)[1]):

@@ -2,10 +2,10 @@
 
   debug   an ephemeral container with ncu (`kubectl debug --target C --profile sysadmin`) joins a production pod
           whose server was started under `ncu --mode launch` and attaches over 127.0.0.1. Nothing restarts.
-  sister  a copy of the production Deployment (k8s_manifests.derive_sister): one replica no Service selects, its
+  sister  a copy of the production Deployment (manifests.derive_sister): one replica no Service selects, its
           server started under `ncu --mode launch` with ncu from an initContainer; released by one attach that
           profiles nothing, then captured. The policy judges it as replicas >= 2: no user request reaches it.
-The kubectl steps, and how an attach is stopped (a `timeout` backstop, then pkill), are built in k8s_argv.
+The kubectl steps, and how an attach is stopped (a `timeout` backstop, then pkill), are built in argv.
 """
 
 from __future__ import annotations

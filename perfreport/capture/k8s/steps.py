@@ -5,7 +5,7 @@ NAME.ncu-output.txt, NAME.receipt.json), staged in a hidden folder and renamed i
 ID-release.ncu-output.txt (sister; ID-release-PORT.ncu-output.txt per worker when it has several) and
 ID-cleanup.receipt.json (the whole session). Cleanup runs in a `finally`
 (sister: `kubectl delete deployment SISTER --wait=false`; debug: interrupt any ncu of ours still attached) before
-any receipt is written, so every receipt says whether it worked (k8s_receipts writes them).
+any receipt is written, so every receipt says whether it worked (receipts writes them).
 """
 
 from __future__ import annotations

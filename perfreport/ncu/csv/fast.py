@@ -5,10 +5,10 @@ it does not prove clean, and the caller then runs the strict reader, so every er
 damaged file stays the strict reader's. A converted file gives the Capture the strict reader gives.
 
 Which parser, by measurement (docs/benchmarks.md): the wide raw page (2,240 columns) is split by pandas' C
-parser, reading only the fixed and the needed metric columns, and used only after `scan_records` (csv_scan)
+parser, reading only the fixed and the needed metric columns, and used only after `scan_records` (scan)
 proves the bytes have the form ncu writes, in which one record is one line and every parser splits a line into
 csv.reader's fields (the scan and the SHA-256 run on a second core while pandas splits). The long details page
-is split by that scan itself (csv_fast_details), whose field positions give Arrow columns directly.
+is split by that scan itself (fast_details), whose field positions give Arrow columns directly.
 """
 
 from __future__ import annotations

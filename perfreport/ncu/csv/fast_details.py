@@ -1,6 +1,6 @@
 """Fast path for a clean details page (``--page details``, long): the byte scan splits it, numpy groups its rows.
 
-The page is mapped and scanned (csv_scan.scan_fields) as two halves on two cores; the scan proves the bytes have
+The page is mapped and scanned (scan.scan_fields) as two halves on two cores; the scan proves the bytes have
 the form ncu writes (every field quoted, one record per line, ASCII, no CR or NUL) and, on the way, finds every
 field: in that form its fields are csv.reader's. The columns derivation needs are gathered from those positions
 as Arrow strings (`_Page`), never as 200,000 Python tuples: launches, sections and labels are numbered per

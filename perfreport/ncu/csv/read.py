@@ -14,7 +14,7 @@ def read_csv_export(path: Path, only: frozenset[str] | None = None) -> Capture:
     """Read one ncu CSV export (file or saved ncu stdout); raise InputError/EmptyCaptureError if unusable.
 
     `only`: raw metric names to convert (the importer passes what derivation reads); None converts every column.
-    With `only`, a clean export (see csv_fast) is split by pandas (raw) or the byte scan (details); anything
+    With `only`, a clean export (see fast) is split by pandas (raw) or the byte scan (details); anything
     irregular takes the strict reader.
     """
     path = Path(path)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Buffer = bytes | mmap.mmap | memoryview  # the file as bytes, or (part of) a mapped file (csv_fast_details)
+Buffer = bytes | mmap.mmap | memoryview  # the file as bytes, or (part of) a mapped file (fast_details)
 Check = Callable[[np.ndarray], bool]
 _QUOTE, _COMMA, _NL = 34, 44, 10
 _CHUNK = 1 << 20  # bytes scanned at a time: small chunks keep the temporary arrays near 10 MB
@@ -36,7 +36,7 @@ class Fields:
     def spans(self, column: int, records: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, missing) of field `column` in `records`: int32 byte positions, (0, 0) where it is missing.
 
-        A slice of records reads the arrays without copying them (csv_fast_details gathers 200,000 rows a column).
+        A slice of records reads the arrays without copying them (fast_details gathers 200,000 rows a column).
         """
         quoted, first = self.quoted[records], self.first[records]
         missing = quoted <= column

@@ -10,7 +10,7 @@ each entry's header bytes lie and what they are, and the same for the fields aft
 kernel is checked against it with numpy: all those bytes equal. That proves the entries and fields lie where the
 template says (each header fixes where the next starts), so the wanted values are decoded at those places, for
 all launches of the kernel together (_values), and the launch's walk resumes at its first rule result. A launch
-that differs anywhere is walked entry by entry instead (rep_wire). The result is exactly the walk's.
+that differs anywhere is walked entry by entry instead (wire). The result is exactly the walk's.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _walk(b: ReportBytes, u: np.ndarray, start: int, end: int, wanted: np.ndarray) -> _Walk | None:
     """The metric run starting at `start` (a metric entry) of the result ending at `end`; `wanted`: which NameIds
     are wanted (wanted_table). None: a NameId longer than 3 bytes, or the layout breaks; the entry-by-entry walk
-    (rep_wire._metrics) reads the run then, or says what is wrong.
+    (wire._metrics) reads the run then, or says what is wrong.
 
     The loop only steps from entry to entry by their lengths (a full-set kernel: ~2,250 entries in 1.6 MB);
     every entry's NameId is then decoded at once, and the wanted ones picked out.
@@ -305,7 +305,7 @@ def _values(b: ReportBytes, u: np.ndarray, rows: list[int], base: np.ndarray, va
             stop: np.ndarray, nid: np.ndarray, wanted: dict[int, str], runs: list[Run | None]) -> None:
     """Decode the wanted values of the launches `rows`, laid out alike: each launch's wanted entries have their
     value field at `base` plus `value_at` (when the entry holds one), end at `base` plus `stop`, and hold the
-    NameIds `nid`. As rep_wire decodes.
+    NameIds `nid`. As wire decodes.
 
     Each kind of value (_DOUBLE, ...) is decoded in one gather for all launches; where every launch stores an
     entry the same way (the rule: they repeat their kernel's layout), the names are listed once and each launch

@@ -1,4 +1,4 @@
-"""Protocol-buffer wire primitives for reading .ncu-rep bytes (rep_wire, rep_rules, rep_bulk, rep_walk): the file
+"""Protocol-buffer wire primitives for reading .ncu-rep bytes (wire, rules, bulk, walk): the file
 magic, the field numbers of NVIDIA's `.proto` files this reader uses, varints, fields, skipping a field by its wire
 type, a MetricValue; and the two ways a read stops (UnknownLayout, Truncated)."""
 

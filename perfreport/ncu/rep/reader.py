@@ -24,7 +24,7 @@ from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
-from perfreport.ncu.rep import wire as rep_wire
+from perfreport.ncu.rep import wire
 from perfreport.ncu.rep.proto import MAGIC, ReportBytes, Truncated, UnknownLayout
 from perfreport.ncu.rep.wire import Action
 from perfreport.progress import Progress
@@ -140,7 +140,7 @@ _Place = tuple[str, str, str, str, str, str, str]  # process, context, stream, d
 class _Seen:
     """What the launches of one report repeat, worked out once (_launch)."""
 
-    # by the action's shape (rep_bulk.Shape), else its names and value types
+    # by the action's shape (bulk.Shape), else its names and value types
     layouts: dict[object, _Layout] = field(default_factory=dict)
     places: dict[tuple[object, ...], _Place] = field(default_factory=dict)  # by the raw values of _ATTRS
 
@@ -216,7 +216,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
              digest: FileHash | None = None, rules: bool = True) -> Capture:
     """Read every kernel action of a .ncu-rep[.gz] into a Capture (base units, full precision).
 
-    `reader` "auto" reads the report's bytes directly (rep_wire) and hands it to ncu_report when their layout
+    `reader` "auto" reads the report's bytes directly (wire) and hands it to ncu_report when their layout
     is one it does not know; "ncu_report" always uses NVIDIA's module. Both give the same Capture.
     `progress` gets "NAME: k/N kernels read" about every tenth of a report of 20 kernels or more.
     `digest`: the file's hash, already started by the caller (FileHash(path)), who also collects it: the
@@ -251,7 +251,7 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
         seen = _Seen()
         if reader == "auto":
             try:
-                report = rep_wire.read_report(data, wanted, rules=rules)
+                report = wire.read_report(data, wanted, rules=rules)
                 units = load_catalog().rep_units
                 launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}

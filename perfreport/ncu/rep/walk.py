@@ -1,7 +1,7 @@
 """Walk the framing of a .ncu-rep: the magic, a u32-sized FileHeader, then blocks to the end of the file, each a
 u32-sized BlockHeader and a payload of u32-sized entries (the block's sources, then its results).
 
-The one walker of that framing: the byte reader (rep_wire) reads its blocks and entries through it, and `capture
+The one walker of that framing: the byte reader (wire) reads its blocks and entries through it, and `capture
 diagnose` walks it to tell a cut file from a whole one. It says where and why a walk stops: Truncated (the file ends
 inside a size, a header, an entry or a payload) or UnknownLayout (the bytes are not this framing). Standard library
 only: `capture diagnose` runs it on the GPU machine.

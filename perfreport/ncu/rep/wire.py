@@ -6,8 +6,8 @@ and graph results, which go to ncu_report) and a payload of
 u32-sized entries, the sources first, then the results. A result (one profiled kernel) holds its names (5 name
 as launched, 6 function, 7 demangled when it differs), its metrics (13, repeated: 1 NameId into the string table,
 2 the value: 1 string, 2 float, 3 double, 4 uint32, 5 uint64), its sections (17: 1 identifier) and its rule
-results (19, rep_rules). The framing (file header, blocks, entries) is walked by rep_walk; wire primitives and the
-field numbers, those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute, are in rep_proto.
+results (19, rules). The framing (file header, blocks, entries) is walked by walk; wire primitives and the
+field numbers, those of NVIDIA's `extras/FileFormat/*.proto` shipped with Nsight Compute, are in proto.
 
 ncu_report decodes every action in full (every metric's value and instance values, GIL held; docs/benchmarks.md
 has its cost); this reader walks the metric list once, skips every metric it was not asked for without touching
@@ -73,7 +73,7 @@ class Action:
     units: dict[str, str] = field(default_factory=dict)  # ncu_report's unit per numeric value (filled by rep.py)
     rules: list[Rule] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
-    shape: Shape | None = field(default=None, compare=False)  # values laid out as other actions' (rep_bulk)
+    shape: Shape | None = field(default=None, compare=False)  # values laid out as other actions' (bulk)
 
 
 def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict[str, float | int | str]) -> int:
@@ -116,7 +116,7 @@ def _metrics(b: ReportBytes, p: int, end: int, wanted: dict[int, str], out: dict
 def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Run | None,
             rule_cache: dict[bytes, list[Rule]] | None, names: dict[tuple[bytes, bytes, bytes], tuple[str, ...]]
             ) -> Action:
-    """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (rep_bulk), skipped here.
+    """One ProfileResult b[p:end]; `walked`: its metric run already read in bulk (bulk), skipped here.
 
     `names`: the names of walked results already decoded, by their bytes (the launches of a kernel repeat them).
     `rule_cache` None: the rule results are skipped by their lengths, not read. Rule results repeat across
@@ -127,12 +127,12 @@ def _result(b: ReportBytes, p: int, end: int, wanted: dict[int, str], walked: Ru
     values: dict[str, float | int | str] = {}
     rules: list[Rule] = []
     sections: list[str] = []
-    if walked is not None:  # the bulk read walked everything before the run (rep_bulk.prefix) and the run itself
+    if walked is not None:  # the bulk read walked everything before the run (bulk.prefix) and the run itself
         decoded = names.get(walked.names)
         if decoded is None:
             decoded = names[walked.names] = tuple(x.decode("utf-8", "replace") for x in walked.names)
         name, function, demangled = decoded
-        # the fields up to `resume` were checked against the kernel's first launch (rep_bulk), or there are none
+        # the fields up to `resume` were checked against the kernel's first launch (bulk), or there are none
         values, p, shape, sections = walked.values, walked.resume, walked.shape, list(walked.sections)
     while p < end:
         tag = b[p]
@@ -210,7 +210,7 @@ def read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: b
     """Every profiled kernel of the report bytes `b`, in file order, with the values of `wanted_names`, and its
     rule results unless `rules` is False (each Action's rules then stay empty; the import writes none).
 
-    `bulk` reads the metric runs of repeated kernels in bulk (rep_bulk: checked against the first launch of
+    `bulk` reads the metric runs of repeated kernels in bulk (bulk: checked against the first launch of
     the same kernel, byte for byte); without it every run is walked entry by entry. Both give the same Report.
     Raises Truncated when the file ends inside an entry, UnknownLayout for anything else it cannot read.
     """
@@ -241,7 +241,7 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
 
 
 def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
-    """Walk the file header and every block (rep_walk: its header, then its u32-sized entries), reading no result."""
+    """Walk the file header and every block (walk: its header, then its u32-sized entries), reading no result."""
     try:
         start, stop = file_header(b)
     except Truncated:  # cut inside the header's own size: ncu_report says what it makes of it
