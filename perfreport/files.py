@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import gzip
 import hashlib
 import json
 import os
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from perfreport.errors import InputError
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask (os.umask only reads by setting: swapped back at once, under a lock)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temp file + rename so readers never see half a file."""
+    """Write text to path via a temp file + rename so readers never see half a file.
+
+    The file gets the mode a plain open() would give (0666 less the umask), not mkstemp's 0600: sites, cells and
+    bundles are served and shared.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -58,3 +80,48 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def locked(path: Path, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on the folder of `path` for one read-merge-write: writers of one cell (or bundle) take
+    turns and none is lost. flock on the folder itself leaves no lock file behind and is released when the holder
+    exits, even on kill -9. `waiting` hears one line when another writer holds it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting(f"waiting for another writer in '{path.parent}' to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+GUNZIP_RATIO = 100  # a .gz may expand to 100x its size: ncu reports and logs expand 4-13x, a gzip bomb ~1000x
+GUNZIP_FLOOR = 64 << 20  # and to 64 MiB whatever its size
+
+
+def gunzip_bounded(src: Path, dst: IO[bytes], label: str) -> int:
+    """Decompress the gzip file `src` into `dst` 1 MiB at a time, at most max(GUNZIP_FLOOR, GUNZIP_RATIO x its
+    size) bytes, so that a gzip bomb fills neither memory nor disk; return the bytes written. Raises InputError
+    past the bound, naming `label` (e.g. "report 'R.ncu-rep.gz'"); gzip's own errors (OSError, EOFError,
+    zlib.error) are left to the caller to word."""
+    size = src.stat().st_size
+    limit = max(GUNZIP_FLOOR, GUNZIP_RATIO * size)
+    written = 0
+    with gzip.open(src, "rb") as fh:
+        while piece := fh.read(min(1 << 20, limit + 1 - written)):
+            written += len(piece)
+            if written > limit:
+                raise InputError(
+                    f"{label}: expands past {limit:,} bytes from {size:,} compressed (more than {GUNZIP_RATIO}x, "
+                    f"or {GUNZIP_FLOOR >> 20} MiB): ncu reports and logs expand 4-13x, so this .gz is damaged or "
+                    f"not what it claims (a gzip bomb). If it is genuine, gunzip it yourself (`gunzip -k`) and "
+                    f"pass the uncompressed file.")
+            dst.write(piece)
+    return written

@@ -12,7 +12,7 @@ _ID_RE = re.compile(rf"^{ID_PATTERN}$")
 
 def is_valid_id(value: object) -> bool:
     """Return True when value is a string usable as one path component."""
-    return isinstance(value, str) and bool(_ID_RE.match(value)) and value not in {".", ".."}
+    return isinstance(value, str) and bool(_ID_RE.fullmatch(value)) and value not in {".", ".."}
 
 
 def check_id(kind: str, value: str) -> str:

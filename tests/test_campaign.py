@@ -124,9 +124,9 @@ def test_several_errors_reported_together_with_paths(tmp_path: Path) -> None:
         "cells[3].context.grounding.trials",
         "cells[3].context.grounding.sol_rigor",
     ]
-    assert "cells[3].context.parallelism.tp: expected int >= 1, got 'eight'" in problems
-    assert "context.parallelism.dp: expected int >= 1, got 0" in problems
-    assert "context.parallelism.ep: expected int >= 1, got True" in problems
+    assert "cells[3].context.parallelism.tp: expected int from 1 to 2147483647, got 'eight'" in problems
+    assert "context.parallelism.dp: expected int from 1 to 2147483647, got 0" in problems
+    assert "context.parallelism.ep: expected int from 1 to 2147483647, got True" in problems
     assert "context.serving.gpu_memory_utilization: expected float in (0, 1], got 1.5" in problems
     assert "context.regime.cache: expected one of warm, cold, got 'lukewarm'" in problems
     assert "sol_rigor: expected one of L1, L2, L3, L4, got 'L5'" in problems
@@ -236,15 +236,38 @@ def test_unknown_cell_lookup_lists_the_cell_ids_and_path_ids_are_refused(tmp_pat
 
 
 def test_ceilings_override_resolved_and_checked(tmp_path: Path) -> None:
-    text = VALID.replace("ceilings_override: null", "ceilings_override: ../ceil/extra.yaml")
+    text = VALID.replace("ceilings_override: null", "ceilings_override: ceil/extra.yaml")
     with pytest.raises(ConfigError) as info:
         load_campaign(write_config_text(tmp_path, text))
     assert info.value.problems[0].startswith("ceilings_override: file ")
-    (tmp_path / "ceil").mkdir()
-    (tmp_path / "ceil" / "extra.yaml").write_text("{}\n")
-    c = load_campaign(tmp_path / "h200-decoder-layer")
-    assert c.ceilings_override == (tmp_path / "ceil" / "extra.yaml").resolve()
+    camp = tmp_path / "h200-decoder-layer"
+    (camp / "ceil").mkdir()
+    (camp / "ceil" / "extra.yaml").write_text("{}\n")
+    c = load_campaign(camp)
+    assert c.ceilings_override == (camp / "ceil" / "extra.yaml").resolve()
     assert c.ceilings_override.is_absolute()
+
+
+def test_ceilings_override_outside_the_campaign_is_refused_and_not_echoed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("token: " + "s3cr3t" * 40 + "\n")
+    camp = write_config_text(tmp_path, VALID.replace("ceilings_override: null", "ceilings_override: ../secret.yaml"))
+    (camp / "link.yaml").symlink_to(secret)
+    for value in ("../secret.yaml", "link.yaml"):
+        config = camp / "config.yaml"
+        config.write_text(VALID.replace("ceilings_override: null", f"ceilings_override: {value}"))
+        with pytest.raises(ConfigError) as info:
+            load_campaign(camp)
+        problem = info.value.problems[0]
+        assert problem.startswith(f"ceilings_override: {value!r} leads outside the campaign folder"), problem
+        assert "s3cr3t" not in info.value.format_message()
+    # inside the campaign, a file that is not ceilings YAML is named, its content cut to a few words
+    (camp / "bad.yaml").write_text("- " + "s3cr3t" * 40 + "\n")
+    from perfreport.config.ceilings import load_ceilings
+    with pytest.raises(ConfigError) as bad:
+        load_ceilings(camp / "bad.yaml")
+    msg = bad.value.format_message()
+    assert str(camp / "bad.yaml") in msg and msg.count("s3cr3t") <= 10, msg
 
 
 def test_missing_campaign_folder_or_config_is_an_input_error(tmp_path: Path) -> None:

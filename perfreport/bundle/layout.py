@@ -21,7 +21,7 @@ from typing import Any
 from perfreport.bundle import CAPTURE_FILES, PROFILES_DIR
 from perfreport.config import validate
 from perfreport.errors import InputError
-from perfreport.files import write_text_atomic
+from perfreport.files import locked, write_text_atomic
 from perfreport.ids import check_id
 
 BUNDLES_SUBDIR = Path("experiments", "artifacts", "inference-perf-bench")
@@ -133,12 +133,13 @@ def fill_kernel_internals(
 def write_bundle_fields(bundle_dir: Path, fields: dict[str, Any]) -> Path:
     """Replace only the given top-level fields of the bundle JSON (validated, atomic); keep every other one."""
     path = Path(bundle_dir) / BUNDLE_JSON
-    data = read_bundle_json(path)
-    updated = {key: fields.get(key, value) for key, value in data.items()}
-    for key, value in fields.items():
-        updated.setdefault(key, value)
-    _raise_if_invalid(updated, path, f"refusing to write {', '.join(fields)}; the file was left unchanged")
-    write_text_atomic(path, _dump(updated))
+    with locked(path):  # a concurrent writer of other fields keeps its fields
+        data = read_bundle_json(path)
+        updated = {key: fields.get(key, value) for key, value in data.items()}
+        for key, value in fields.items():
+            updated.setdefault(key, value)
+        _raise_if_invalid(updated, path, f"refusing to write {', '.join(fields)}; the file was left unchanged")
+        write_text_atomic(path, _dump(updated))
     return path
 
 

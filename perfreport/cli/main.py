@@ -35,6 +35,10 @@ def cli() -> None:
     """
 
 
+_REPLACE_HELP = ("A file outside the campaign folder is known by its name: let it replace the cell's source of that "
+                 "name and other content (a new version of it). A file inside the campaign is known by its path there.")
+
+
 @cli.command(name="import_ncu")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder holding config.yaml. Example: campaigns/h200-decoder-layer")
@@ -50,8 +54,9 @@ def cli() -> None:
               help="How a .ncu-rep is read: auto reads the report's bytes directly (held equal to ncu_report by "
                    "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
                    "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
+@click.option("--replace", is_flag=True, help=_REPLACE_HELP)
 def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool,
-                   rep_reader: str) -> None:
+                   rep_reader: str, replace: bool) -> None:
     """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
 
     \b
@@ -63,11 +68,12 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
     from perfreport.ncu.importer import import_ncu
 
     result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
-                        rep_reader=rep_reader)
+                        rep_reader=rep_reader, replace=replace)
     print_import_summary(result, as_json=as_json)
 
 
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
+    fn = click.option("--replace", is_flag=True, help=_REPLACE_HELP)(fn)
     fn = click.option("--cell-id", required=True, help="Cell id from config.yaml. Example: decode-b16-kv2048")(fn)
     fn = click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
                       help="Campaign folder. Example: campaigns/h200-decoder-layer")(fn)
@@ -77,7 +83,7 @@ def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
 @cli.command(name="import_nsys")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
     """Import kernel durations from nsys into cells/<id>/kernel_times.json.
 
     PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
@@ -91,13 +97,13 @@ def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_nsys
 
-    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path))
+    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path, replace=replace))
 
 
 @cli.command(name="import_torch_trace")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
     """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
 
     \b
@@ -108,13 +114,13 @@ def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_torch_trace
 
-    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path))
+    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path, replace=replace))
 
 
 @cli.command(name="import_samples")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
+def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
     """Import per-kernel sample counts of a continuous profiler (CSV or JSON: kernel, samples[, share]).
 
     \b
@@ -125,7 +131,7 @@ def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path) -> None:
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_samples
 
-    print_timeshare_summary(import_samples(campaign_dir, cell_id, path))
+    print_timeshare_summary(import_samples(campaign_dir, cell_id, path, replace=replace))
 
 
 @cli.command(name="import_step_budget")

@@ -8,10 +8,24 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from perfreport.frontier.value_view import ValueView
     from perfreport.ncu.importer import ImportResult
+
+
+def _console(width: int) -> Console:
+    """A console that prints data as text: no markup (a kernel named `x[/]` or `[abi:cxx11]` prints as itself),
+    no emoji codes, no highlighting."""
+    return Console(width=width, markup=False, emoji=False, highlight=False)
+
+
+def _safe(text: str) -> str:
+    """Text with control characters escaped (`\\x1b`, `\\n`): a name never moves the cursor or splits a row."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _num(v: float | None, fmt: str) -> str:
@@ -25,6 +39,7 @@ def _duration(ns: float | None) -> str:
 
 
 def _short(name: str, width: int = 48) -> str:
+    name = _safe(name)
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
@@ -55,9 +70,9 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
             "warnings": result.warnings,
         }, sort_keys=True))
         return
-    console = console or Console(width=170)
+    console = console or _console(170)
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
-    table = Table(title=f"{result.campaign} / {result.cell_id} ← {srcs}", title_justify="left")
+    table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")
     for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
                       ("TFLOP/s", "right"), ("%SoL (ceiling key)", "left"), ("occupancy ach/theo", "right"),
                       ("verdict", "left")):
@@ -66,8 +81,8 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
         table.add_row(*row)
     console.print(table)
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-    console.print(f"wrote {result.path}", highlight=False)
+        console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
+    console.print(_safe(f"wrote {result.path}"))
 
 
 if TYPE_CHECKING:
@@ -108,15 +123,15 @@ def print_query_result(result: QueryResult, as_json: bool, console: Console | No
         return
     cells = [[_query_cell(v) for v in row] for row in result.rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
-    console = console or Console(width=max(80, sum(widths) + 3 * len(widths) + 1))
+    console = console or _console(max(80, sum(widths) + 3 * len(widths) + 1))
     if not result.columns:
-        console.print("(the statement returned no result set)", highlight=False)
+        console.print("(the statement returned no result set)")
         return
     table = Table(caption=f"{len(cells)} row(s); floats to 6 significant digits, text to {QUERY_CELL_WIDTH} "
                           f"characters (--json prints every value in full)", caption_justify="left")
     for i, col in enumerate(result.columns):
         numeric = any(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in result.rows)
-        table.add_column(col, no_wrap=True, justify="right" if numeric else "left")
+        table.add_column(_safe(col), no_wrap=True, justify="right" if numeric else "left")
     for row in cells:
         table.add_row(*row)
     console.print(table)
@@ -128,13 +143,11 @@ if TYPE_CHECKING:
 
 def print_timeshare_summary(result: TimeshareResult, console: Console | None = None) -> None:
     """Print the kernels of a time-share import by share (desc): instances and total ms, or sample counts."""
-    from rich.text import Text
-
     from perfreport.ncu.kernel_identity import simplify
 
-    console = console or Console(width=170)
+    console = console or _console(170)
     srcs = ", ".join(f"{s['id']} [{s['format']}{', ' + s['report'] if s['report'] else ''}]" for s in result.sources)
-    console.print(Text(f"{result.campaign} / {result.cell_id} ← {srcs}"), soft_wrap=True)
+    console.print(_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), soft_wrap=True)
     table = Table()
     times = result.kind == "kernel_times"
     cols = ("kernel", "instances", "total ms", "share %") if times else ("kernel", "samples", "share %")
@@ -145,11 +158,11 @@ def print_timeshare_summary(result: TimeshareResult, console: Console | None = N
     for k in rows:
         label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 90)
         nums = ([f"{k['instances']:,}", f"{k['total_ns'] / 1e6:,.3f}"] if times else [f"{k['samples']:,}"])
-        table.add_row(Text(label), *nums, f"{k['share_pct']:.2f}")
+        table.add_row(label, *nums, f"{k['share_pct']:.2f}")
     console.print(table)
     for w in result.warnings:
-        console.print(Text.assemble(("warning: ", "yellow"), w))
-    console.print(Text(f"wrote {result.path}"))
+        console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
+    console.print(_safe(f"wrote {result.path}"))
 
 
 if TYPE_CHECKING:
@@ -158,8 +171,8 @@ if TYPE_CHECKING:
 
 def print_render_summary(result: RenderResult, console: Console | None = None, max_rows: int = 30) -> None:
     """Print what report_render wrote: each page with its size (cell pages summed past max_rows), the index."""
-    console = console or Console(width=120)
-    console.print(f"{result.campaign}: site written to {result.campaign_site}", highlight=False)
+    console = console or _console(120)
+    console.print(_safe(f"{result.campaign}: site written to {result.campaign_site}"))
     table = Table(show_header=True)
     table.add_column("page", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
@@ -167,7 +180,7 @@ def print_render_summary(result: RenderResult, console: Console | None = None, m
     fold = len(result.pages) > max_rows and len(cells) > 1
     for path, size in result.pages:
         if not (fold and path.name.startswith("cell-")):
-            table.add_row(path.name, f"{size / 1024:,.1f} KiB")
+            table.add_row(_safe(path.name), f"{size / 1024:,.1f} KiB")
     if fold:
         big = max(cells, key=lambda c: (c[1], c[0].name))
         table.add_row(f"cell-*.html x {len(cells)} (largest {big[0].name}, {big[1] / 1024:,.1f} KiB)",
@@ -177,8 +190,8 @@ def print_render_summary(result: RenderResult, console: Console | None = None, m
     largest = max(result.pages, key=lambda p: (p[1], p[0].name))
     console.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
                   f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads, "
-                  f"{result.download_bytes / 1024:,.1f} KiB; plotly.js: {result.plotly_js}", highlight=False)
-    console.print(f"index: {result.index_path}", highlight=False)
+                  f"{result.download_bytes / 1024:,.1f} KiB; plotly.js: {result.plotly_js}")
+    console.print(_safe(f"index: {result.index_path}"))
 
 
 def print_value_view(view: ValueView, as_json: bool = False) -> None:
@@ -190,19 +203,19 @@ def print_value_view(view: ValueView, as_json: bool = False) -> None:
         return
     for w in view.warnings:
         click.echo(f"warning: {w}", err=True)
-    console = Console(width=170)
+    console = _console(170)
     if not view.levers:
         for line in view.final_lines():
             click.echo(line)
         return
-    table = Table(title=f"{view.campaign}: levers ranked by value x ease ({view.levers_path.name})",
+    table = Table(title=_safe(f"{view.campaign}: levers ranked by value x ease ({view.levers_path.name})"),
                   title_justify="left")
     for col in ("#", "lever", "status", "kernel", "cell", "value", "bound", "cost", "score", "gate / why lost"):
         table.add_column(col, justify="right" if col in ("#", "value", "bound", "score") else "left")
     for i, v in enumerate(view.levers, start=1):
-        table.add_row(str(i), f"{v.spec.id}: {v.spec.lever}", v.spec.status, v.spec.kernel, v.cell_id or "—",
-                      pct_text(v.value_pct), pct_text(v.bound_pct), v.spec.cost,
-                      "—" if v.score is None else f"{v.score:.2f}", v.spec.why_lost or v.spec.gate)
+        table.add_row(str(i), _safe(f"{v.spec.id}: {v.spec.lever}"), v.spec.status, _safe(v.spec.kernel),
+                      v.cell_id or "—", pct_text(v.value_pct), pct_text(v.bound_pct), _safe(v.spec.cost),
+                      "—" if v.score is None else f"{v.score:.2f}", _safe(v.spec.why_lost or v.spec.gate))
     console.print(table)
     for line in view.final_lines():
         click.echo(line)

@@ -280,6 +280,10 @@ def _ceilings_override(w: _Walk, value: Any, campaign_dir: Path) -> Path | None:
                           f"{value!r}; write it relative so the campaign stays portable")
         return None
     path = (campaign_dir / value).resolve()
+    if not path.is_relative_to(campaign_dir.resolve()):
+        w.problems.append(f"ceilings_override: {value!r} leads outside the campaign folder {str(campaign_dir)!r} "
+                          f"(to {str(path)!r}); copy the ceilings file into the campaign and name it relative to it")
+        return None
     if not path.is_file():
         w.problems.append(f"ceilings_override: file {str(path)!r} not found (the path is relative to the "
                           f"campaign folder {str(campaign_dir)!r}); create it or set "

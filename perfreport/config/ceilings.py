@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
+from perfreport.config.validate import cut
 from perfreport.errors import ConfigError, InputError, PerfReportError
 from perfreport.yamlio import SAFE_LOADER
 
@@ -60,7 +61,8 @@ def ceiling_kind(name: str) -> tuple[CeilingKind, CeilingUnit]:
 
 
 def _got(value: Any) -> str:
-    return f"got {type(value).__name__} {value!r}"
+    """The bad value, cut: a wrong file named as override must not be echoed whole."""
+    return f"got {type(value).__name__} {cut(repr(value))}"
 
 
 class _Checker:
@@ -140,7 +142,7 @@ def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool) -> No
         if complete and section == "datasheet" and not entries:
             c.problem(f"{path}.datasheet", "empty: expected at least one ceiling name -> {value, source}")
         for name, entry in entries.items():
-            if not isinstance(name, str) or not _NAME_RE.match(name):
+            if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
                 c.problem(f"{path}.{section}.{name}", "ceiling name must be lower_snake_case ending in "
                           "_tflops, _tops or _tbps (the unit), e.g. 'fp8_dense_tflops'")
             check(c, f"{path}.{section}.{name}", entry)
@@ -150,9 +152,9 @@ def _check_name_map(c: _Checker, path: str, mapping: Any) -> None:
     if not c.mapping(path, mapping, "name -> ceiling name"):
         return
     for key, name in mapping.items():
-        if not isinstance(key, str) or not _TOKEN_RE.match(key):
+        if not isinstance(key, str) or not _TOKEN_RE.fullmatch(key):
             c.problem(f"{path}.{key}", "key must be lower_snake_case, e.g. 'gemm' or 'fp8'")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             c.problem(f"{path}.{key}", f"expected a ceiling name ending in _tflops/_tops/_tbps, {_got(name)}")
 
 
@@ -167,7 +169,7 @@ def _check_families(c: _Checker, families: Any) -> None:
             continue
         c.unknown_keys(path, rule, ("family", "patterns"))
         name = rule.get("family")
-        if not isinstance(name, str) or not _TOKEN_RE.match(name):
+        if not isinstance(name, str) or not _TOKEN_RE.fullmatch(name):
             c.problem(f"{path}.family", f"expected a lower_snake_case family name, {_got(name)}")
         elif name in seen:
             c.problem(f"{path}.family", f"{name!r} appears twice; merge its patterns into one rule")
@@ -200,7 +202,7 @@ def _check_doc(c: _Checker, doc: Any, *, base_hardware: set[str] | None) -> None
     hardware = doc.get("hardware", {})
     if "hardware" in doc and c.mapping("hardware", hardware, "hardware token -> block"):
         for hw, block in hardware.items():
-            if not isinstance(hw, str) or not _TOKEN_RE.match(hw):
+            if not isinstance(hw, str) or not _TOKEN_RE.fullmatch(hw):
                 c.problem(f"hardware.{hw}", "hardware token must be lower_snake_case, e.g. 'h200_sm90'")
             known = base_hardware is not None and hw in base_hardware
             _check_hardware(c, f"hardware.{hw}", block, complete=not known)
@@ -263,8 +265,11 @@ def _normalize_dates(doc: dict[str, Any]) -> None:
 def _parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"not valid YAML: {exc}".replace("\n", " ")]) from exc
+    except yaml.YAMLError as exc:  # where and what, without the snippet of the file's content the error carries
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(source, [f"not valid YAML{where}: {getattr(exc, 'problem', None) or 'parse error'}"]) \
+            from None
 
 
 class Ceilings:

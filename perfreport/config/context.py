@@ -19,9 +19,14 @@ def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# The warehouse stores context counts as 32-bit INTEGER columns: a larger value would validate, then crash
+# render, query and publish.
+INT_MAX = 2**31 - 1
+
+
 def pos_int(v: Any) -> str | None:
-    """Check: an int >= 1."""
-    return None if is_int(v) and v >= 1 else "int >= 1"
+    """Check: an int from 1 to INT_MAX."""
+    return None if is_int(v) and 1 <= v <= INT_MAX else f"int from 1 to {INT_MAX}"
 
 
 def fraction(v: Any) -> str | None:

@@ -54,6 +54,14 @@ def path_text(parts: Sequence[Any]) -> str:
     return out
 
 
+SHOW_CHARS = 60  # a bad value is shown this long at most: a wrong file's content is not echoed whole
+
+
+def cut(text: str) -> str:
+    """text, cut to SHOW_CHARS with '...'."""
+    return text if len(text) <= SHOW_CHARS else text[: SHOW_CHARS - 3] + "..."
+
+
 def show(value: Any) -> str:
     """A value as the problem shows it: JSON for scalars, `an object` / `an array` for containers."""
     if isinstance(value, Mapping):
@@ -62,8 +70,7 @@ def show(value: Any) -> str:
         return "an array"
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return cut(json.dumps(value, ensure_ascii=False))
 
 
 def schema_file(name: str) -> str:
@@ -106,11 +113,29 @@ def _order(parts: Sequence[Any]) -> list[tuple[int, Any]]:
     return [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
 
 
+def ecma_search(pattern: str, value: str) -> bool:
+    """JSON Schema's `pattern` with ECMA-262's `$` (the end of the string, where Python's also matches before a
+    final newline: an id "abc\\n" would pass "^[a-z]+$" and become a folder name ending in a newline)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.search(pattern, value) is not None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    import jsonschema
+
+    if validator.is_type(instance, "string") and not ecma_search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 @cache
 def _compiled(file: str) -> Any:
     import jsonschema
 
-    return jsonschema.Draft202012Validator(_load(file))
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _checker, value: _is_type(value, "integer"))
+    ecma = jsonschema.validators.extend(base, {"pattern": _pattern}, type_checker=checker)
+    return ecma(_load(file))
 
 
 def _types(types: Any) -> list[str]:
@@ -137,6 +162,8 @@ def _expected(keyword: str, want: Any, node: Mapping[str, Any]) -> str | None:
 def _problem(parts: Sequence[Any], keyword: str, want: Any, got: Any, node: Mapping[str, Any],
              fallback: str) -> Problem:
     expected = _expected(keyword, want, node)
+    if keyword == "type" and isinstance(got, int) and not isinstance(got, bool) and "integer" in _types(want):
+        expected = f"{expected} within 64 bits (from -2^63 to 2^63-1)"  # a whole number, too large to store
     message = f"expected {expected}, got {show(got)}" if expected is not None else fallback
     return Problem(tuple(parts), keyword, message, got, node)
 
@@ -156,10 +183,15 @@ def _from_jsonschema(err: Any) -> list[Problem]:
 
 
 # -- the stdlib fallback ---------------------------------------------------------------------------------------------
+# An integer field holds what the warehouse and lake store (BIGINT, int64): a larger one would validate, then crash.
+INT64 = 2**63 - 1
+
+
 def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
+        whole = (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer())
+        return whole and -INT64 - 1 <= value <= INT64
     if name == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
     kinds: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str,
@@ -203,7 +235,7 @@ def _walk(value: Any, node: Any, root: Mapping[str, Any], parts: list[Any]) -> I
     if isinstance(value, str):
         if len(value) < node.get("minLength", 0):
             yield _problem(parts, "minLength", node["minLength"], value, node, "")
-        if "pattern" in node and not re.search(node["pattern"], value):
+        if "pattern" in node and not ecma_search(node["pattern"], value):
             yield _problem(parts, "pattern", node["pattern"], value, node, "")
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield from _number(value, node, parts)

@@ -31,12 +31,52 @@ def read_cell(path: Path) -> dict[str, Any] | None:
         raise InputError(
             f"'{path}': not valid JSON ({exc.msg} at line {exc.lineno}); delete it and import again."
         ) from exc
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise InputError(f"'{path}': not a cell file perfreport wrote ({type(exc).__name__}: {str(exc)[:200]}); "
+                         f"delete it and import again.") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("sources", "kernels")):
+        got = type(data).__name__ if not isinstance(data, dict) else "an object without sources[] and kernels[]"
+        raise InputError(f"'{path}': expected the {FILE_NAME} object perfreport writes (schema_version, sources[], "
+                         f"kernels[]), got {got}; delete it and import the cell's sources again.")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise InputError(
             f"'{path}': schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}; "
             f"delete it and import again with this perfreport version."
         )
     return data
+
+
+def source_id(path: Path, campaign_dir: Path, bundle_dir: Path | None = None) -> tuple[str, bool]:
+    """(id of an input within its cell, whether the id is its path in the campaign folder).
+
+    Unique per file and the same for the same file imported again: its path relative to the campaign folder when it
+    lies inside it; else relative to the bundle folder it came from (the bundle's name first); else its file name.
+    An id not anchored in the campaign may name another file elsewhere: `check_source` guards that case.
+    """
+    resolved, root = path.resolve(), campaign_dir.resolve()
+    if resolved.is_relative_to(root) and resolved != root:
+        return resolved.relative_to(root).as_posix(), True
+    if bundle_dir is not None and bundle_dir.is_dir():
+        bundle = bundle_dir.resolve()
+        return f"{bundle.name}/{resolved.relative_to(bundle).as_posix()}", False
+    return path.name, False
+
+
+def check_source(existing: dict[str, Any] | None, source: dict[str, Any], where: Path, replace: bool) -> None:
+    """Refuse to replace a source by a different file outside the campaign that only shares its id.
+
+    Two folders' `run.ncu-rep` are two captures, never one replacing the other; `replace` says it is a new version.
+    """
+    old = next((s for s in (existing or {}).get("sources", []) if s["id"] == source["id"]), None)
+    if old is None or replace or old.get("sha256") == source.get("sha256"):
+        return
+    raise InputError(
+        f"'{where}': the cell already holds a source '{source['id']}' with other content (sha256 "
+        f"{str(old.get('sha256'))[:12]}..., this file {str(source.get('sha256'))[:12]}...); outside the campaign "
+        f"folder a file is known by its name only. If this file is a new version of that source, pass --replace; "
+        f"if it is another capture, rename it or move it into the campaign folder (its path there becomes its id). "
+        f"Nothing was written."
+    )
 
 
 def merge_sources(

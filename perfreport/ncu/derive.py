@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfreport.config.ceilings import CeilingRef, Ceilings, classify_family
+from perfreport.errors import InputError
+from perfreport.ncu.catalog.dimensions import metric_dimensions, unit_problem, value_problem
 from perfreport.ncu.catalog.metrics import Catalog, load_catalog
 from perfreport.ncu.model import KernelLaunch
 
@@ -38,7 +40,26 @@ def getter(launch: KernelLaunch) -> Getter:
 
     One dict of the captured values per launch and its bound `get`: derivation reads ~75 metrics per launch.
     """
-    return {k: v for k, v in launch.metrics.items() if v == v}.get  # v != v: NaN
+    values = {k: v for k, v in launch.metrics.items() if v == v}  # v != v: NaN
+    _check_dimensions(launch, values)
+    return values.get
+
+
+def _check_dimensions(launch: KernelLaunch, values: dict[str, float]) -> None:
+    """Refuse a value no derived number may use: a unit outside its metric's dimension, not finite, or negative.
+
+    The readers refuse these with the file and line; this holds every reader (a report's units, a Capture built
+    elsewhere) to the same rule, so no derived number is silently wrong.
+    """
+    for metric, dim in metric_dimensions().items():
+        v = values.get(metric)
+        if v is None:
+            continue
+        unit = launch.units.get(metric)
+        problem = (unit_problem(metric, unit, unit) if unit is not None and unit not in dim.base
+                   else value_problem(metric, v))
+        if problem:
+            raise InputError(f"kernel {launch.name[:80]!r} (launch {launch.launch_id}): {problem}.")
 
 
 def _plain_count(get: Getter, rate_metric: str, cycles: float | None) -> float | None:

@@ -9,10 +9,11 @@ from typing import Any
 from perfreport.bundle.layout import captured_at, fill_kernel_internals, find_profiles, is_bundle, one_per_capture
 from perfreport.config.campaign import load_campaign
 from perfreport.config.ceilings import load_ceilings
-from perfreport.errors import PerfReportError
+from perfreport.errors import InputError, PerfReportError
+from perfreport.files import locked
 from perfreport.ids import check_id
 from perfreport.ncu.aggregate import summarize_capture
-from perfreport.ncu.cells import FILE_NAME, merge_sources, read_cell, write_cell
+from perfreport.ncu.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
 from perfreport.ncu.derive import DeriveContext
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
@@ -85,11 +86,13 @@ def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: 
 
 
 def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False,
-               progress: Progress | None = None, rep_reader: str = "auto") -> ImportResult:
+               progress: Progress | None = None, rep_reader: str = "auto", replace: bool = False) -> ImportResult:
     """Read every capture, derive, then write the cell file once (nothing is written if any input fails).
 
     `progress` (the CLI prints to stderr) gets one line per input file and, for a large report, a line about
     every tenth of its kernels. `rep_reader` "ncu_report" reads reports with NVIDIA's module only (rep.read_rep).
+    `replace` lets a file outside the campaign replace a source of the same name but other content.
+    Concurrent imports into one cell take turns on the cell's lock: each merges into what the other wrote.
     """
     check_id("cell", cell_id)
     early = _early_inputs(bundle_path)
@@ -109,6 +112,7 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
         warnings = list(campaign.warnings)
         sources: list[dict[str, Any]] = []
         kernels: list[dict[str, Any]] = []
+        unanchored: list[tuple[dict[str, Any], Path]] = []
         inputs = early if early is not None else _inputs(bundle_path)
         for i, path in enumerate(inputs, 1):
             if progress is not None:
@@ -116,10 +120,16 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
                 progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
             # ncu_kernels.json holds no rule results (guided analysis): a report's are not read
             capture = read_export(path, progress, hashes.get(path), rep_reader, rules=False)
-            entries = summarize_capture(capture, ctx, path.name)
+            sid, anchored = source_id(path, campaign.dir, bundle_path if bundle_path.is_dir() else None)
+            try:
+                entries = summarize_capture(capture, ctx, sid)
+            except InputError as exc:  # derivation names the kernel and launch; the file is named here
+                raise InputError(f"'{path}': {exc.message}") from None
             if path in hashes:  # started before the config was read; collected once the derivation is done
                 capture.sha256 = hashes[path].result()
-            sources.append(_source_record(capture, path.name, len(entries)))
+            sources.append(_source_record(capture, sid, len(entries)))
+            if not anchored:
+                unanchored.append((sources[-1], path))
             kernels.extend(entries)
             warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)
             warnings.extend(_unmeasured_warning(path, entries, capture.section_set))
@@ -129,8 +139,11 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
         out = cell.cell_dir(campaign) / FILE_NAME
         header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": campaign.hardware,
                   "ceilings_sources": [Path(s).name for s in ceilings.sources]}
-        data = merge_sources(read_cell(out), header, sources, kernels)
-        write_cell(out, data)
+        with locked(out, progress):
+            existing = read_cell(out)
+            for source, path in unanchored:
+                check_source(existing, source, path, replace)
+            write_cell(out, merge_sources(existing, header, sources, kernels))
         if bundle_path.is_dir():
             fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], captured_at(inputs), _method(sources))
         return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)

@@ -12,7 +12,9 @@ from typing import Any
 
 from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.errors import InputError
+from perfreport.files import locked
 from perfreport.ids import check_id
+from perfreport.ncu.cells import check_source, source_id
 from perfreport.timeshare import store
 from perfreport.timeshare.model import Parsed, TimeshareResult, decode_text, read_input, sha256
 from perfreport.timeshare.nsys_csv import EXPECTED as NSYS_EXPECTED
@@ -33,22 +35,27 @@ def _cell(campaign_dir: Path, cell_id: str) -> tuple[Campaign, Cell]:
     return campaign, campaign.cell(cell_id)
 
 
-def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parsed, kind: str) -> TimeshareResult:
+def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parsed, kind: str,
+           replace: bool) -> TimeshareResult:
     campaign, cell = target
     out = cell.cell_dir(campaign) / store.FILES[kind]
-    existing = store.read_existing(out)
+    sid, anchored = source_id(path, campaign.dir)
     if kind == "kernel_times":
-        rows, rank = store.time_rows(parsed, path.name, path), "total_ns"
+        rows, rank = store.time_rows(parsed, sid, path), "total_ns"
     else:
-        rows, rank = store.sample_rows(parsed, path.name), "samples"
-    source = store.source_record(parsed, path, sha256(data), len(rows))
+        rows, rank = store.sample_rows(parsed, sid), "samples"
+    source = store.source_record(parsed, sid, sha256(data), len(rows))
     header: dict[str, Any] = {"campaign": campaign.id, "cell_id": cell.id}
-    store.write(out, store.merge(existing, header, source, rows, rank), kind)
+    with locked(out):  # concurrent importers into one cell take turns; each merges what the other wrote
+        existing = store.read_existing(out)
+        if not anchored:
+            check_source(existing, source, path, replace)
+        store.write(out, store.merge(existing, header, source, rows, rank), kind)
     warnings = [*campaign.warnings, *(f"'{path.name}': {w}" for w in parsed.warnings)]
     return TimeshareResult(out, campaign.id, cell.id, kind, [source], rows, warnings)
 
 
-def import_nsys(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+def import_nsys(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
     """Import an nsys kernel summary CSV or SQLite export into the cell's kernel_times.json."""
     target = _cell(campaign_dir, cell_id)
     if path.suffix in (".nsys-rep", ".qdrep"):
@@ -62,18 +69,18 @@ def import_nsys(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult
         parsed = read_nsys_sqlite(path)
     else:
         parsed = read_nsys_csv(path, decode_text(path, data, NSYS_EXPECTED))
-    return _store(target, path, data, parsed, "kernel_times")
+    return _store(target, path, data, parsed, "kernel_times", replace)
 
 
-def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
     """Import the kernel events of a PyTorch profiler Chrome trace into the cell's kernel_times.json."""
     target = _cell(campaign_dir, cell_id)
     data = read_input(path, TORCH_EXPECTED)
-    return _store(target, path, data, read_torch_trace(path, data), "kernel_times")
+    return _store(target, path, data, read_torch_trace(path, data), "kernel_times", replace)
 
 
-def import_samples(campaign_dir: Path, cell_id: str, path: Path) -> TimeshareResult:
+def import_samples(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
     """Import a continuous profiler's per-kernel sample counts into the cell's kernel_samples.json."""
     target = _cell(campaign_dir, cell_id)
     data = read_input(path, SAMPLES_EXPECTED)
-    return _store(target, path, data, read_samples(path, data), "kernel_samples")
+    return _store(target, path, data, read_samples(path, data), "kernel_samples", replace)

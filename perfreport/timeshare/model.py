@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfreport.errors import InputError
+
+# The largest count or duration (ns) a row may hold: DuckDB's BIGINT and the lake's int64 (292 years in ns).
+INT64_LIMIT = 2**63
+_BARE = r"(?:^|[:\[,])\s*"  # where a JSON value starts (a best-effort locator for the error message)
+_CONSTANT = re.compile(_BARE + r"(-?Infinity|NaN)\b")
+_LONG_INT = re.compile(_BARE + r"-?\d{4301}")
+_FLOAT = re.compile(_BARE + r"(-?\d+(?:\.\d+)?[eE][+-]?\d+)")
 
 
 @dataclass
@@ -59,9 +69,15 @@ def sha256(data: bytes) -> str:
 
 
 def decode_text(path: Path, data: bytes, expected: str) -> str:
-    """UTF-8 text (a BOM is dropped); binary input is refused with what was expected."""
-    if b"\x00" in data[:65536]:
-        raise InputError(f"'{path}': binary data (NUL bytes); expected {expected}.")
+    """UTF-8 text (a BOM is dropped); binary input is refused with what was expected.
+
+    A NUL anywhere is refused, not only in the head: one past it would enter a kernel name.
+    """
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data[:nul].count(b"\n") + 1
+        raise InputError(f"'{path}':{line}: binary data (a NUL byte at offset {nul}); expected {expected}. The file "
+                         f"was damaged (a disk or copy error) or is not an export.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -70,3 +86,46 @@ def decode_text(path: Path, data: bytes, expected: str) -> str:
             f"'{path}':{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); expected {expected}. "
             f"Re-export the file as UTF-8."
         ) from None
+
+
+class _Refused(ValueError):
+    """A JSON number that parses but is no value a row may hold (NaN, Infinity, 1e400)."""
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"the constant {name} (JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"the number {text[:40]} (beyond a 64-bit float)")
+    return value
+
+
+def _line_of(text: str, pattern: re.Pattern[str]) -> str:
+    """':LINE' of the first match of `pattern` (a refused value's place), '' when it cannot be told."""
+    for m in pattern.finditer(text):
+        if pattern is not _FLOAT or not math.isfinite(float(m.group(1))):
+            return f":{text.count(chr(10), 0, m.end()) + 1}"
+    return ""
+
+
+def load_json(path: Path, text: str, expected: str, hint: str = "") -> Any:
+    """Parse JSON strictly: NaN/Infinity, numbers beyond a float or 4,300 digits, and nesting too deep for the
+    parser are one InputError each (Python's json accepts the first two and raises others untyped)."""
+    try:
+        return json.loads(text, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"'{path}':{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); expected "
+                         f"{expected}.{hint}") from None
+    except _Refused as exc:
+        where = _line_of(text, _FLOAT if "number" in str(exc) else _CONSTANT)
+        raise InputError(f"'{path}'{where}: {exc} where a number is expected; expected {expected}. The export "
+                         f"was damaged or written by a tool that breaks JSON; export it again.") from None
+    except RecursionError:
+        raise InputError(f"'{path}': JSON nested too deep to read (thousands of levels); expected {expected}. "
+                         f"The file is damaged or not an export.") from None
+    except ValueError:  # int() refuses more than 4,300 digits
+        raise InputError(f"'{path}'{_line_of(text, _LONG_INT)}: a number with more than 4,300 digits; expected "
+                         f"{expected}, whose counts and times fit 64 bits.") from None

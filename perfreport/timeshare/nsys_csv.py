@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from perfreport.errors import InputError
-from perfreport.timeshare.model import Parsed
+from perfreport.timeshare.model import INT64_LIMIT, Parsed
 
 EXPECTED = ("`nsys stats --report cuda_gpu_kern_sum --format csv` output (nsys before 2022.1: gpukernsum) "
             "or an `nsys export --type sqlite` file")
@@ -62,8 +62,12 @@ def _guess_report(header: list[str]) -> str:
     return "another nsys report"
 
 
-def _csv_row(line: str) -> list[str]:
-    return next(csv.reader([line]))
+def _csv_row(path: Path, n: int, line: str) -> list[str]:
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:  # a field over csv's size limit, a stray carriage return
+        raise InputError(f"{path}:{n}: malformed CSV row ({exc}); expected the comma-separated kernel summary nsys "
+                         f"writes. The file is damaged; re-export it.") from None
 
 
 def read_nsys_csv(path: Path, text: str) -> Parsed:
@@ -80,7 +84,7 @@ def read_nsys_csv(path: Path, text: str) -> Parsed:
             continue
         if not line.strip() or line.startswith(_PREAMBLE) or "," not in line:
             continue
-        fields = _csv_row(line)
+        fields = _csv_row(path, i + 1, line)
         if any(f.strip().lower().startswith("total time") for f in fields):
             if _is_kernel_header(fields):
                 header_at = i
@@ -89,7 +93,7 @@ def read_nsys_csv(path: Path, text: str) -> Parsed:
     if header_at is None:
         _raise_no_table(path, lines, others)
     report = report or _report_from_filename(path)
-    header = _csv_row(lines[header_at])
+    header = _csv_row(path, header_at + 1, lines[header_at])
     rows, warnings = _rows(path, lines, header_at, header)
     if report and report not in KERNEL_REPORTS:
         warnings.append(f"nsys report '{report}' is not one of {', '.join(KERNEL_REPORTS)}; read as a kernel "
@@ -138,15 +142,17 @@ def _raise_no_table(path: Path, lines: list[str], others: list[tuple[int, list[s
 
 def _number(path: Path, n: int, column: str, raw: str, factor: float) -> int:
     text = raw.strip().replace(",", "")
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
     try:
-        value = float(text)
+        value = float(text)  # a 5,000-digit integer reads as inf here: refused below with the others
     except ValueError:
         raise InputError(
-            f"{path}:{n}: column '{column}': expected a number, got '{raw}'. The row is damaged; re-export "
+            f"{path}:{n}: column '{column}': expected a number, got '{shown}'. The row is damaged; re-export "
             f"the kernel summary."
         ) from None
-    if value < 0:
-        raise InputError(f"{path}:{n}: column '{column}': expected a value >= 0, got '{raw}'.")
+    if not 0 <= value * factor < INT64_LIMIT:  # NaN fails too
+        raise InputError(f"{path}:{n}: column '{column}': expected a finite value >= 0 (below 2^63 ns), got "
+                         f"'{shown}'. The row is damaged; re-export the kernel summary.")
     return round(value * factor)
 
 
@@ -163,7 +169,7 @@ def _rows(path: Path, lines: list[str], header_at: int, header: list[str]) -> tu
     for n, line in enumerate(lines[header_at + 1 :], header_at + 2):
         if not line.strip() or line.startswith(_PREAMBLE):
             break
-        fields = _csv_row(line)
+        fields = _csv_row(path, n, line)
         if len(fields) > len(header) and name_i == len(header) - 1:
             fields = fields[:name_i] + [",".join(fields[name_i:])]  # an unquoted name with commas
         if len(fields) != len(header):

@@ -63,6 +63,12 @@ def _read(path: Path, con: sqlite3.Connection) -> Parsed:
         f'MAX(k."end" - k.start) FROM {KERNEL_TABLE} AS k LEFT JOIN StringIds AS s ON s.id = k.{name_col} '
         f'WHERE k."end" >= k.start GROUP BY k.{name_col}'
     )
+    (untyped,) = con.execute(f'SELECT COUNT(*) FROM {KERNEL_TABLE} WHERE typeof(start) != \'integer\' '
+                             f'OR typeof("end") != \'integer\'').fetchone()
+    if untyped:
+        raise InputError(f"'{path}': {untyped} row(s) of {KERNEL_TABLE} have a start or end that is not an integer "
+                         f"(NULL, REAL or TEXT); expected integer nanoseconds, as nsys writes them. The export is "
+                         f"damaged; re-export it with `nsys export --type sqlite R.nsys-rep`.")
     merged: dict[str, dict[str, Any]] = {}
     unnamed = 0
     for name_id, value, count, total, lo, hi in con.execute(query):

@@ -13,16 +13,19 @@ found).
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from perfreport.errors import InputError
 from perfreport.files import sha256_file
-from perfreport.timeshare.torch_trace import load_events
+from perfreport.timeshare.model import INT64_LIMIT, read_input
+from perfreport.timeshare.torch_trace import EXPECTED, load_events
 
 DEFAULT_STEP_RE = r"^ProfilerStep#\d+$"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_LIMIT_US = INT64_LIMIT / 1000  # ts and dur are microseconds; the lake holds ns in 64 bits
 _SYNC = re.compile(r"^cuda(Device|Stream|Event)Synchronize$")
 
 
@@ -34,22 +37,33 @@ class StepBudget:
     method: str
 
 
-def _intervals(events: list[Any], pred: Any) -> list[tuple[float, float, str]]:
+def _intervals(path: Path, events: list[Any], pred: Any) -> list[tuple[float, float, str]]:
+    """(start, end, name) of the complete events `pred` selects; one whose ts or dur is no usable number is an
+    error, not left out: a step or busy time computed without it would be silently wrong."""
     out = []
-    for e in events:
+    for i, e in enumerate(events):
         if isinstance(e, dict) and e.get("ph") == "X" and pred(e):
             ts, dur = e.get("ts"), e.get("dur")
-            if isinstance(ts, int | float) and isinstance(dur, int | float) and dur >= 0:
-                out.append((float(ts), float(ts) + float(dur), str(e.get("name", ""))))
+            if not (_number(ts) and _number(dur) and 0 <= dur < _LIMIT_US and abs(ts) < _LIMIT_US):
+                shown = reprlib.repr({"ts": ts, "dur": dur})
+                raise InputError(
+                    f"'{path}': traceEvents[{i}] ({str(e.get('name', ''))[:60]}): expected 'ts' and 'dur' numbers "
+                    f"(microseconds, dur >= 0, both below 2^63 ns), got {shown}; the trace is damaged.")
+            out.append((float(ts), float(ts) + float(dur), str(e.get("name", ""))))
     return sorted(out)
 
 
-def _windows(events: list[Any], step_re: re.Pattern[str]) -> tuple[list[tuple[float, float, str]], str]:
-    marked = _intervals(events, lambda e: e.get("cat") == "user_annotation" and step_re.search(str(e.get("name"))))
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _windows(path: Path, events: list[Any], step_re: re.Pattern[str]) -> tuple[list[tuple[float, float, str]], str]:
+    marked = _intervals(path, events,
+                        lambda e: e.get("cat") == "user_annotation" and step_re.search(str(e.get("name"))))
     if marked:
         return marked, f"user_annotation matching {step_re.pattern!r}"
-    syncs = _intervals(events, lambda e: e.get("cat") == "cuda_runtime" and _SYNC.match(str(e.get("name"))))
-    host = _intervals(events, lambda e: e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver"))
+    syncs = _intervals(path, events, lambda e: e.get("cat") == "cuda_runtime" and _SYNC.match(str(e.get("name"))))
+    host = _intervals(path, events, lambda e: e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver"))
     if not syncs or not host:
         return [], ""
     ends = [end for _, end, _ in syncs]
@@ -81,9 +95,9 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
         step_re = re.compile(step_regex)
     except re.error as exc:
         raise InputError(f"--step-regex {step_regex!r}: not a regular expression ({exc}).") from exc
-    events = load_events(path, Path(path).read_bytes())
-    windows, method = _windows(events, step_re)
-    gpu = _intervals(events, lambda e: e.get("cat") in GPU_CATS)
+    events = load_events(path, read_input(Path(path), EXPECTED))
+    windows, method = _windows(path, events, step_re)
+    gpu = _intervals(path, events, lambda e: e.get("cat") in GPU_CATS)
     if not windows:
         raise InputError(
             f"'{path}': no steps found: no user_annotation matches {step_regex!r} and no synchronizing "

@@ -10,7 +10,7 @@ from perfreport.config import validate
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
 from perfreport.ncu.kernel_identity import normalize
-from perfreport.timeshare.model import Parsed
+from perfreport.timeshare.model import INT64_LIMIT, Parsed
 
 SCHEMA_VERSION = 1
 FILES = {"kernel_times": "kernel_times.json", "kernel_samples": "kernel_samples.json"}
@@ -21,15 +21,21 @@ def load_schema(kind: str) -> dict[str, Any]:
     return validate.load_schema(kind)
 
 
-def source_record(parsed: Parsed, path: Path, digest: str, n_kernels: int) -> dict[str, Any]:
-    """The sources[] entry of one imported file; its id is the file name (re-importing it replaces its rows)."""
-    return {"id": path.name, "file": path.name, "format": parsed.format, "sha256": digest,
+def source_record(parsed: Parsed, source: str, digest: str, n_kernels: int) -> dict[str, Any]:
+    """The sources[] entry of one imported file; `source` is its id (ncu.cells.source_id): re-importing replaces."""
+    return {"id": source, "file": source, "format": parsed.format, "sha256": digest,
             "tool_version": parsed.tool_version, "report": parsed.report, "kernels": n_kernels,
             "warnings": list(parsed.warnings)}
 
 
 def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:
     """kernel_times rows; share_pct is 100 * total_ns / (sum of total_ns over this source's kernels)."""
+    for r in parsed.rows:  # each reader checks its values; sums of many may still pass 64 bits
+        big = [k for k in ("instances", "total_ns", "min_ns", "max_ns")
+               if r[k] is not None and not 0 <= r[k] < INT64_LIMIT]
+        if big:
+            raise InputError(f"'{where}': kernel {r['name'][:80]!r}: {big[0]} is {r[big[0]]!r} summed over its rows; "
+                             f"expected an integer from 0 to 2^63-1. The export is damaged; export it again.")
     total = sum(r["total_ns"] for r in parsed.rows)
     if total <= 0:
         raise InputError(f"'{where}': every kernel has 0 ns of total time, so no time share exists; the capture "
@@ -58,8 +64,12 @@ def read_existing(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"'{path}': not valid JSON ({exc}); delete it and import its sources again.") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"'{path}': not valid JSON ({str(exc)[:200]}); delete it and import its sources again.") \
+            from None
+    if isinstance(data, dict) and not all(isinstance(data.get(k), list) for k in ("sources", "kernels")):
+        raise InputError(f"'{path}': expected an object with sources[] and kernels[], got other fields or null; "
+                         f"delete it and import its sources again.")
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
         raise InputError(f"'{path}': schema_version {got!r}, expected {SCHEMA_VERSION}; delete it and import its "

@@ -8,14 +8,13 @@ trace format), with nanosecond resolution in kineto's decimals. Memsets and memc
 from __future__ import annotations
 
 import gzip
-import json
 import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from perfreport.errors import InputError
-from perfreport.timeshare.model import Parsed, decode_text
+from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
 PROFILE_HOW = ("Profile with `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])` "
@@ -32,13 +31,7 @@ def _load(path: Path, data: bytes) -> Any:
     text = decode_text(path, data, EXPECTED)
     if not text.strip():
         raise InputError(f"'{path}': the trace is empty; expected {EXPECTED}.")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"'{path}':{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); expected {EXPECTED}. "
-            f"A trace cut short by a crash cannot be read; export it again."
-        ) from None
+    return load_json(path, text, EXPECTED, " A trace cut short by a crash cannot be read; export it again.")
 
 
 def load_events(path: Path, data: bytes) -> list[Any]:
@@ -55,7 +48,8 @@ def load_events(path: Path, data: bytes) -> list[Any]:
 def read_torch_trace(path: Path, data: bytes) -> Parsed:
     """Aggregate the kernel events of a Chrome trace per kernel name."""
     events = load_events(path, data)
-    cats = Counter(e.get("cat") for e in events if isinstance(e, dict))
+    cats = Counter(c if isinstance(c := e.get("cat"), str | None) else f"<{type(c).__name__}>"
+                   for e in events if isinstance(e, dict))
     merged: dict[str, dict[str, Any]] = {}
     for i, e in enumerate(events):
         if not (isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"):
@@ -63,9 +57,10 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
         name, dur = e.get("name"), e.get("dur")
         if not isinstance(name, str) or not name.strip():
             raise InputError(f"'{path}': traceEvents[{i}]: kernel event without a name; the trace is damaged.")
-        if not isinstance(dur, int | float) or isinstance(dur, bool) or dur < 0:
+        if not isinstance(dur, int | float) or isinstance(dur, bool) or not 0 <= dur * 1000 < INT64_LIMIT:
+            shown = repr(dur) if len(repr(dur)) <= 40 else repr(dur)[:37] + "..."
             raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected 'dur' a number >= 0 "
-                             f"(microseconds), got {dur!r}; the trace is damaged.")
+                             f"(microseconds, below 2^63 ns), got {shown}; the trace is damaged.")
         ns = round(dur * 1000)
         row = merged.setdefault(name, {"name": name, "instances": 0, "total_ns": 0, "min_ns": ns, "max_ns": ns})
         row["instances"] += 1

@@ -143,6 +143,17 @@ def _read_raw(con: duckdb.DuckDBPyConnection, campaign: Campaign, file_name: str
             f"campaign {campaign.id!r}: cannot load the cells' {file_name} files into DuckDB: {exc}. Each file "
             f"must be the JSON object written by perfreport; re-import the cell named in the message."
         ) from exc
+    # A 0-byte file reads as no row and `kernels: null` as no kernel: either would render as an empty cell.
+    rows = dict(con.execute("SELECT filename, count(*) FROM _raw GROUP BY filename").fetchall())
+    nulls = {f for (f,) in con.execute("SELECT filename FROM _raw WHERE kernels IS NULL OR sources IS NULL").fetchall()}
+    broken = [f for f in files if rows.get(f) != 1 or f in nulls]
+    if broken:
+        f = broken[0]
+        got = ("no JSON object (0 bytes or whitespace)" if f not in rows else
+               f"{rows[f]} JSON values, not one object" if rows[f] != 1 else "sources or kernels null or missing")
+        raise InputError(f"'{f}': {got}; expected the {file_name} object that perfreport's importer writes "
+                         f"(schema_version, sources[], kernels[]). Delete it and import the cell's sources again"
+                         f"{f' ({len(broken) - 1} more file(s) like it)' if len(broken) > 1 else ''}.")
     bad = con.execute(f"SELECT filename, schema_version FROM _raw WHERE schema_version IS DISTINCT FROM "
                       f"{SCHEMA_VERSION} ORDER BY filename").fetchall()
     if bad:
@@ -232,9 +243,28 @@ def describe(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [f"{name} ({'view' if kind == 'VIEW' else 'table'}): {cols}" for name, kind, cols in rows]
 
 
+# A query verb answers questions about its tables: no file system (COPY TO could overwrite the lake's own Parquet,
+# read_text/glob/ATTACH reach any file), no extension installs, and the settings locked so SQL cannot undo it.
+READ_ONLY_SETTINGS = ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
+                      "SET autoload_known_extensions = false", "SET allow_community_extensions = false",
+                      "SET lock_configuration = true")
+
+
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> QueryResult:
-    """Execute sql and collect columns, DuckDB types and rows (raises duckdb.Error for the caller to explain)."""
-    cursor = con.execute(sql)
+    """Lock the connection down (READ_ONLY_SETTINGS), execute a user's sql and collect columns, DuckDB types and
+    rows (raises duckdb.Error for the caller to explain; a blocked statement gets its own message)."""
+    for setting in READ_ONLY_SETTINGS:
+        con.execute(setting)
+    try:
+        cursor = con.execute(sql)
+    except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
+        if not isinstance(exc, duckdb.PermissionException) and "configuration has been locked" not in str(exc):
+            raise
+        raise PerfReportError(
+            f"refused: {exc}\nSQL: {sql}\nThe query verbs read only their own tables: files, ATTACH, COPY TO, "
+            f"INSTALL/LOAD of extensions and configuration changes are off. For unrestricted SQL open DuckDB "
+            f"yourself (the warehouse tables are described in docs/warehouse.md)."
+        ) from None
     if cursor.description is None:
         return QueryResult([], [])
     columns = [d[0] for d in cursor.description]

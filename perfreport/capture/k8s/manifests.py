@@ -43,7 +43,6 @@ INIT_NAME = "perfreport-ncu-install"
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
                     "ownerReferences", "deletionTimestamp", "deletionGracePeriodSeconds")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def sister_name(deployment_name: str) -> str:
 
 def check_capture_id(capture_id: str) -> str:
     """Return capture_id if it can be a label value and part of a file name, else raise saying why."""
-    if len(capture_id) > 40 or not _LABEL_VALUE_RE.match(capture_id) or not capture_id:
+    if len(capture_id) > 40 or not _LABEL_VALUE_RE.fullmatch(capture_id) or not capture_id:
         raise InputError(f"capture id {capture_id!r}: expected 1-40 characters [A-Za-z0-9._-], starting and "
                          f"ending with a letter or digit (it becomes a label value and a file name).")
     return capture_id

@@ -182,7 +182,7 @@ def _debug_plan(spec: CaptureSpec, opts: K8sOptions, pod: Mapping[str, Any] | No
     name = str(meta.get("name", ""))
     container = km.find_container(pod.get("spec") or {}, opts.container, f"pod {name!r}")
     ephemeral = f"{DEBUG_PREFIX}{opts.capture_id}"
-    if len(ephemeral) > 63 or not _DNS_LABEL.match(ephemeral):
+    if len(ephemeral) > 63 or not _DNS_LABEL.fullmatch(ephemeral):
         raise InputError(f"capture id {opts.capture_id!r}: the debug container would be named {ephemeral!r}, "
                          f"expected a DNS label (lowercase letters, digits, '-', at most 63 characters). Pick an "
                          f"id such as 'decode-gemm-1'.")

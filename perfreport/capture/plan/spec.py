@@ -109,7 +109,7 @@ def _env(p: _Problems, key: str, value: Any) -> tuple[tuple[str, str], ...] | No
         return None
     out = []
     for name, v in value.items():
-        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
             p.bad(f"{key}.{name}", "an environment variable name [A-Za-z_][A-Za-z0-9_]*", name)
         elif isinstance(v, bool) or not isinstance(v, str | int | float):
             p.bad(f"{key}.{name}", "a string or number", v)

@@ -5,7 +5,8 @@ holds base units (ns, byte, byte/s, hz, byte/block, sector/s) so every reader yi
 Verified pairs (CSV unit -> ncu_report unit) on H200 / ncu 2025.3.1 exports: Gbyte->byte, Gbyte/s->byte/s,
 Ghz->hz, Kbyte->byte, Kbyte/block->byte/block, Kbyte/cycle->byte/cycle, Mbyte->byte, Mbyte/s->byte/s,
 Mhz->hz, Tbyte->byte, Tbyte/s->byte/s, ms->ns, us->ns, sector/ns|us|ms->sector/s, %/Kbyte->%/byte.
-Prefixes are SI (powers of 1000), as ncu prints them. A prefix multiplies the printed number wherever it
+Prefixes are SI (powers of 1000), as ncu prints them; a byte also takes a binary prefix (``KiB``, ``Mibyte``:
+powers of 1024), as tools that re-save an export print them. A prefix multiplies the printed number wherever it
 sits (``%/Kbyte`` x 1000 -> ``%/byte``), matching ncu_report rather than dimensional analysis; a time in a
 denominator converts to per second (``sector/ns`` x 1e9 -> ``sector/s``).
 """
@@ -40,7 +41,8 @@ _PER_TIME = {
     "s": 1.0, "second": 1.0,
 }
 _SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BYTE_RE = re.compile(r"([KMGTP]?)(?:byte|B)")
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_BYTE_RE = re.compile(r"([KMGTP]i?|k?)(?:byte|B)")
 _HZ_RE = re.compile(r"([KMGTP]?)hz", re.IGNORECASE)
 
 # Units that carry no scale; kept as printed. Anything else unknown is kept too, with a warning.
@@ -122,7 +124,8 @@ def _scale_atom(atom: str) -> tuple[float, str] | None:
         return _TIME[atom], "ns"
     m = _BYTE_RE.fullmatch(atom)
     if m:
-        return _SI[m.group(1)], "byte"
+        prefix = m.group(1)
+        return _BINARY[prefix] if prefix in _BINARY else _SI[prefix.upper()], "byte"
     m = _HZ_RE.fullmatch(atom)
     if m:
         return _SI[m.group(1).upper()], "hz"
@@ -131,18 +134,27 @@ def _scale_atom(atom: str) -> tuple[float, str] | None:
     return None
 
 
+def power_of_ten(factor: float) -> int | None:
+    """The exponent of a power-of-ten factor (``1e6`` -> 6); None for any other factor (a binary prefix: 1024)."""
+    if factor <= 0 or not math.isfinite(factor):
+        return None
+    exp = round(math.log10(factor))
+    return exp if 10.0**exp == factor else None
+
+
 def rescale(value: float, factor: float, places: int | None = None) -> float:
     """Multiply by a power-of-ten factor without float noise (``1.2264 * 1e6`` -> ``1226400.0``).
 
-    ``places`` is the number of decimals printed; the product is rounded to the digits it can carry.
+    ``places`` is the number of decimals printed; the product is rounded to the digits it can carry. A binary
+    factor (1024) multiplies exactly: a printed decimal times a power of two needs no rounding.
     """
     if factor == 1.0:
         return value
     product = value * factor
     if places is None or not math.isfinite(product):
         return product
-    exp = round(math.log10(factor))
-    return round(product, places - exp) if 10.0**exp == factor else product
+    exp = power_of_ten(factor)
+    return product if exp is None else round(product, places - exp)
 
 
 def half_ulp(places: int, factor: float = 1.0) -> float:

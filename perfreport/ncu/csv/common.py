@@ -99,6 +99,8 @@ def _read_lines(path: Path) -> tuple[str, list[str]]:
             _check_head(path, head)
             fh.seek(0)
             for raw in fh:
+                if b"\x00" in raw:  # past the head too: a NUL would enter a kernel name or a value
+                    _raise_nul(path, len(lines) + 1)
                 lines.append(raw.decode("utf-8", errors="replace").removesuffix("\n"))
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InputError(f"{path}: gzip-compressed but cannot be decompressed ({exc}). "
@@ -108,6 +110,13 @@ def _read_lines(path: Path) -> tuple[str, list[str]]:
     if not any(line.strip() for line in lines):
         raise InputError(f"{path}: the file is empty; expected an ncu CSV export. {HOW_TO_EXPORT}")
     return digest, lines
+
+
+def _raise_nul(path: Path, line: int) -> None:
+    raise InputError(
+        f"{path}:{line}: a NUL byte (binary data) in the line; expected a text ncu CSV export. The file was "
+        f"damaged (a disk or copy error) or is not an export. {HOW_TO_EXPORT}"
+    )
 
 
 def _check_head(path: Path, data: bytes) -> None:
@@ -328,12 +337,15 @@ def new_launch(table: CsvTable, row: list[str], row_index: int, precision: dict[
         values[column] = row[index] if index < len(row) else ""
     id_text = values.get("ID", "").strip()
     try:
-        launch_id = int(id_text)
+        launch_id = int(id_text) if len(id_text) <= 19 else -1  # a longer one is no int64 (DuckDB, the lake)
     except ValueError:
+        launch_id = -1
+    if not 0 <= launch_id < 2**63:
+        shown = id_text if len(id_text) <= 40 else id_text[:37] + "..."
         raise InputError(
-            f"{table.where(row_index)}: column 'ID' holds {id_text!r}, expected an integer launch id. "
-            f"The row is damaged; re-export the file with ncu --csv."
-        ) from None
+            f"{table.where(row_index)}: column 'ID' holds {shown!r}, expected an integer launch id from 0 to "
+            f"2^63-1. The row is damaged; re-export the file with ncu --csv."
+        )
     name = values.get("Kernel Name", "")
     nvtx_cells = [row[i].strip() for i in table.nvtx if i < len(row) and row[i].strip()]
     launch = KernelLaunch(

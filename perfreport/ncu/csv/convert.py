@@ -8,11 +8,18 @@ printed place, in base units. `Column` converts one raw-page column; `convert_ro
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 
-from perfreport.ncu.catalog.units import MISSING_TOKENS, decimals, half_ulp, parse_number, rescale, unit_scale
+from perfreport.ncu.catalog.units import (
+    MISSING_TOKENS,
+    decimals,
+    half_ulp,
+    parse_number,
+    power_of_ten,
+    rescale,
+    unit_scale,
+)
 
 _MAX_PLACES = 64
 _MEMO_MAX = 64  # plain numbers remembered per column (bounded: 2,240 columns without `only`)
@@ -55,7 +62,7 @@ class Column:
             self.factor, self.base = 1.0, None
         else:
             self.factor, self.base, _ = scale(unit)
-        self.exp = round(math.log10(self.factor)) if self.factor > 0 else 0
+        self.exp = power_of_ten(self.factor)  # None: a binary prefix, whose product needs no rounding
         # A column with a unit holds numbers; a unitless one may hold text (device name, policy).
         self.required = bool(unit)
         self.memo: dict[str, Converted] = {}  # cell text -> converted plain number
@@ -89,6 +96,8 @@ def convert_row(columns: list[Column], cells: list[str], metrics: dict[str, floa
                 if d < _MAX_PLACES:
                     if col.factor == 1.0:
                         hit = v, half[d]
+                    elif col.exp is None:
+                        hit = v * col.factor, half[d] * col.factor
                     else:
                         hit = round(v * col.factor, d - col.exp), half[d] * col.factor
                     metrics[col.name], precision[col.name] = hit

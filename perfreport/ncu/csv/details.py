@@ -15,6 +15,7 @@ from importlib import resources
 import yaml
 
 from perfreport.errors import InputError
+from perfreport.ncu.catalog.dimensions import unit_problem, value_problem
 from perfreport.ncu.catalog.sets import display_name, infer_section_set
 from perfreport.ncu.csv.common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, new_launch, no_kernels
 from perfreport.ncu.csv.convert import convert, scale
@@ -154,6 +155,9 @@ class _Reader:
         if self.only is not None and key not in self.only:
             return
         factor, base, known = scale(unit)
+        problem = unit_problem(key, unit, base if known else None)
+        if problem:
+            raise InputError(f"{self.table.where(k)}: {section!r} / {label!r}: {problem}.")
         if not known:
             self.warn_once(f"unit:{unit}", f"{self.table.where(k)}: unknown unit {unit!r} (first at "
                                            f"{section!r} / {label!r}); values kept as printed with that unit.")
@@ -171,6 +175,10 @@ class _Reader:
         if converted is None:
             return
         value, tolerance = converted
+        problem = value_problem(key, value)
+        if problem:
+            shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:37] + "..."
+            raise InputError(f"{self.table.where(k)}: {section!r} / {label!r}: {problem}; the cell holds {shown!r}.")
         if key in launch.metrics:
             self.merge(launch, precision, key, value, tolerance, section, label)
             return

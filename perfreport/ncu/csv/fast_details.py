@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfreport.errors import InputError
+from perfreport.ncu.catalog.dimensions import unit_problem
 from perfreport.ncu.catalog.sets import display_name, infer_section_set
 from perfreport.ncu.csv.common import LONG_COLUMNS, RULE_COLUMNS, CsvTable, _parse_line
 from perfreport.ncu.csv.convert import convert, scale
@@ -352,6 +354,7 @@ def _wanted_rows(rows: _Rows, launch_cc: list[str], labeled: np.ndarray, only: f
 def _values(reader: _Reader, launches: _Launches, rows: _Rows, kept: np.ndarray, key_index: np.ndarray,
             keys: list[str]) -> None:
     """Convert the kept rows: per distinct (unit, text) once; launches with only plain numbers in bulk."""
+    _check_units(rows, kept, key_index, keys)
     text_codes, texts = _encode(pc.take(rows.values, _indices(kept), memory_pool=ARROW_POOL))
     n_text = max(len(texts), 1)
     pair = rows.unit[kept] * n_text + text_codes
@@ -375,6 +378,17 @@ def _values(reader: _Reader, launches: _Launches, rows: _Rows, kept: np.ndarray,
             where = (rows.sections[rows.section[k]], rows.labels[rows.label[k]])
             reader.value(k, la, precision, where, rows.units[rows.unit[k]], texts[text_codes[i]])
     _bulk(launches, launch, key_index, keys, numbers, pair_of, plain & ~slow)
+
+
+def _check_units(rows: _Rows, kept: np.ndarray, key_index: np.ndarray, keys: list[str]) -> None:
+    """Raise when a kept row's unit does not fit its metric's dimension (the strict reader then names the row)."""
+    n_units = max(len(rows.units), 1)
+    for pair in np.unique(key_index * n_units + rows.unit[kept]).tolist():
+        unit = rows.units[pair % n_units]
+        _, base, known = scale(unit)
+        problem = unit_problem(keys[pair // n_units], unit, base if known else None)
+        if problem:
+            raise InputError(problem)
 
 
 def _bulk(launches: _Launches, launch: np.ndarray, key_index: np.ndarray, keys: list[str],
@@ -409,4 +423,6 @@ def _number(unit: str, text: str) -> tuple[float, str, float] | int:
         return _SLOW  # text, or garbage
     if converted is None:
         return _SKIP
+    if not 0.0 <= converted[0] < math.inf:
+        return _SLOW  # not finite, or negative: `_Reader.value` refuses it for a metric derivation reads
     return converted[0], base, converted[1]

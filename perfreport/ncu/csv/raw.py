@@ -9,12 +9,14 @@ converted here too.
 from __future__ import annotations
 
 from perfreport.errors import InputError
+from perfreport.ncu.catalog.dimensions import metric_dimensions, unit_problem, value_problem
 from perfreport.ncu.catalog.sets import infer_section_set
 from perfreport.ncu.csv.common import CsvTable, new_launch, no_kernels
 from perfreport.ncu.csv.convert import Column, convert, convert_row, scale
 from perfreport.ncu.model import Capture, KernelLaunch
 
 _GPU = "device__attribute_display_name"
+_INF = float("inf")
 
 
 def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
@@ -37,6 +39,7 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
     wanted = [(j, n) for j, n in enumerate(names) if only is None or n in only or n == _GPU]
     if has_units:
         columns = [Column(n, start + j, first[start + j].strip()) for j, n in wanted]
+        _check_units(table, columns, first)
         _warn_unknown_units(capture, table, columns)
     else:
         columns = [Column(n, start + j, None) for j, n in wanted]
@@ -48,6 +51,8 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
     if data_start >= len(rows):
         raise no_kernels(table)
     seen_lists: list[str] = []
+    dims = metric_dimensions()
+    checked = [c for c in columns if c.name in dims]  # the values derivation reads: finite and >= 0
     units_template = {c.name: c.base or "" for c in columns} if has_units else {}
     for k in range(data_start, len(rows)):
         row = rows[k]
@@ -57,6 +62,7 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
         launch = new_launch(table, row, k, precision)
         cells = row[start:] if only is None else [row[c.index] for c in columns]
         absent = _fill(table, k, launch, columns, cells, precision, seen_lists)
+        _check_values(table, k, launch, checked, row)
         if has_units:
             units = dict(units_template)
             for name in absent:
@@ -109,6 +115,28 @@ def _cell(table: CsvTable, k: int, launch: KernelLaunch, col: Column, s: str, pr
         return False
     launch.metrics[col.name], precision[col.name] = converted
     return True
+
+
+def _check_units(table: CsvTable, columns: list[Column], units: list[str]) -> None:
+    """Refuse a units row that gives a metric derivation reads a unit outside its dimension (or an unknown one)."""
+    for col in columns:
+        printed = units[col.index].strip()
+        _, base, known = scale(printed)
+        problem = unit_problem(col.name, printed, base if known else None)
+        if problem:
+            raise InputError(f"{table.where(0)}: column {col.index + 1}: {problem}.")
+
+
+def _check_values(table: CsvTable, k: int, launch: KernelLaunch, checked: list[Column], row: list[str]) -> None:
+    """Refuse a row whose value of a metric derivation reads is not finite or is negative (inf, 1e400, -5)."""
+    metrics = launch.metrics
+    for col in checked:
+        v = metrics.get(col.name)
+        if v is not None and not 0.0 <= v < _INF:
+            problem = value_problem(col.name, v)
+            shown = row[col.index].strip()
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise InputError(f"{table.where(k)}: column {col.index + 1}: {problem}; the cell holds {shown!r}.")
 
 
 def _warn_unknown_units(capture: Capture, table: CsvTable, columns: list[Column]) -> None:
