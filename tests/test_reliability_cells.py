@@ -20,7 +20,7 @@ from perfreport.files import write_text_atomic
 from perfreport.ids import check_id
 from perfreport.ncu.importer import import_ncu
 from perfreport.timeshare import import_samples
-from tests.conftest import copy_example, run_cli, write_config
+from tests.conftest import run_cli, write_config
 
 DATA = Path(__file__).parent / "data"
 RAW = DATA / "h200_oracle" / "oracle_basic-raw.csv"
