@@ -23,6 +23,8 @@ def main() -> int:
     add_shape_args(p)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--record-shapes", action="store_true",
+                   help="record each op's input shapes (record_shapes=True): useful FLOPs from the shapes")
     p.add_argument("--profiler-steps", action="store_true",
                    help="one profiler step per layer (schedule + prof.step(): ProfilerStep#N annotations)")
     a = p.parse_args()
@@ -36,14 +38,14 @@ def main() -> int:
         if a.profiler_steps:
             # one warm-up step, then --iters recorded steps; the trace is written when the last active step ends
             sched = torch.profiler.schedule(wait=0, warmup=1, active=a.iters, repeat=1)
-            with torch.profiler.profile(activities=acts, schedule=sched,
+            with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=a.record_shapes,
                                         on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
                 for _ in range(a.iters + 1):
                     layer(x, w, q_len, kv, a.batch)
                     torch.cuda.synchronize()  # a step ends when its results reach the host (as a decode step's token)
                     prof.step()
         else:
-            with torch.profiler.profile(activities=acts) as prof:
+            with torch.profiler.profile(activities=acts, record_shapes=a.record_shapes) as prof:
                 for _ in range(a.iters):
                     layer(x, w, q_len, kv, a.batch)
                 torch.cuda.synchronize()
