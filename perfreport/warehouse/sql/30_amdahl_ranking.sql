@@ -4,6 +4,7 @@ CREATE OR REPLACE VIEW amdahl_ranking AS
 SELECT
     cell_id,
     row_number() OVER w AS rank,
+    label,
     function,
     name,
     time_share_pct,
@@ -15,4 +16,4 @@ SELECT
     sum(amdahl_bound_pct) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum_bound_pct
 FROM kernel_join
 WHERE amdahl_bound_pct IS NOT NULL
-WINDOW w AS (PARTITION BY cell_id ORDER BY amdahl_bound_pct DESC, function);
+WINDOW w AS (PARTITION BY cell_id ORDER BY amdahl_bound_pct DESC, label);
