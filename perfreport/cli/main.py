@@ -151,11 +151,12 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
     from perfreport.timeshare.step_budget import import_step_budget
 
     target, budget = import_step_budget(bundle_dir, path, step_regex)
+    for w in budget.warnings:
+        click.echo(f"warning: {w}", err=True)
     busy = sum(s["gpu_busy_ms"] for s in budget.steps)
     gap = sum(s["host_gap_ms"] for s in budget.steps)
-    share = 100.0 * gap / (busy + gap) if busy + gap > 0 else 0.0
     click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
-               f"({share:.1f}% host); wrote step_budget into {target}")
+               f"({budget.host_share_pct:.1f}% host, time-weighted); wrote step_budget into {target}")
 
 
 @cli.command(name="query")
