@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfreport.timeshare.step_budget import host_share_pct
+
 FAR_FROM_ROOF_PCT = 50.0
 HOST_BOUND_PCT = 50.0
 EASE = {"low": 1.0, "medium": 0.5, "high": 0.25}
@@ -112,14 +114,17 @@ def bound_mix(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def host_verdict(steps: Sequence[Mapping[str, Any]]) -> str | None:
-    """'host-bound' when the mean host gap is over half the step, 'GPU-bound' otherwise; None without steps."""
-    shares = [s["host_share_pct"] for s in steps if s.get("host_share_pct") is not None]
-    if not shares:
+    """'host-bound' when the host gap is over half the steps' time, 'GPU-bound' otherwise; None without steps.
+
+    The share is time-weighted (step_budget.host_share_pct: what import_step_budget prints), never a mean of
+    per-step shares, which would let a short idle step weigh as much as a long busy one.
+    """
+    share = host_share_pct(steps)
+    if share is None:
         return None
-    mean = sum(shares) / len(shares)
-    if mean > HOST_BOUND_PCT:
-        return f"host-bound: the host gap is {mean:.0f}% of a step; kernel work is moot until it shrinks"
-    return f"GPU-bound: the host gap is {mean:.0f}% of a step; kernel work pays"
+    if share > HOST_BOUND_PCT:
+        return f"host-bound: the host gap is {share:.1f}% of the steps' time; kernel work is moot until it shrinks"
+    return f"GPU-bound: the host gap is {share:.1f}% of the steps' time; kernel work pays"
 
 
 def verdict_criteria(has_shares_per_cell: list[bool], join: Sequence[Mapping[str, Any]], sol_rigor: str,

@@ -42,8 +42,9 @@ MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
     "host_gap_ms into the bundle's inference_perfbench_v1.json), then render again",
 ])
 JOIN_COLUMNS = [
-    C("cell_id", "cell"), C("function", "kernel function"), C("family", "family"),
+    C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
     C("time_share_pct", "time share", "pct"), C("sample_share_pct", "sample share", "pct"),
+    C("share_split", "share split by"),
     C("total_ms", "total (time source)", "ms"), C("time_source", "time source"), C("instances", "instances", "num"),
     C("ncu_ms", "ncu duration", "ms"), C("ncu_share_pct", "ncu duration share", "pct"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"), C("bound", "bound"),
@@ -77,9 +78,10 @@ def cell_contexts(data: CampaignData) -> dict[str, str]:
 
 
 def kernel_label(k: dict[str, Any]) -> str:
-    """Short label of a kernel row for chart axes: cell · id function."""
+    """Short label of a kernel row for chart axes: cell · id function (#instance when its launches were split)."""
     fn = k["function"] if len(k["function"]) <= 40 else k["function"][:39] + "…"
-    return f"{k['cell_id']} · {k['id']} {fn}"
+    part = f" #{k['instance']}" if k.get("instance") else ""
+    return f"{k['cell_id']} · {k['id']} {fn}{part}"
 
 
 def top_stall(k: dict[str, Any]) -> str | None:
@@ -131,20 +133,20 @@ def _v(v: Any) -> str:
 def _headline(data: CampaignData, cd: CellData) -> dict[str, Any]:
     rows = data.join_by_cell.get(cd.id, [])
     mix = bound_mix(rows)
-    longest = max(rows, key=lambda r: (r.get("ncu_ms") or 0.0, r["function"]), default=None)
+    longest = max(rows, key=lambda r: (r.get("ncu_ms") or 0.0, r["label"]), default=None)
     lever = next_lever(rows)
     timed = sorted({str(r["time_source"]) for r in rows if r.get("time_source")})
     top = None
     if longest is not None and longest.get("ncu_ms"):
         sol = "—" if longest.get("sol_pct") is None else f"{longest['sol_pct']:.0f}% SoL"
-        top = f"{longest['function']} ({longest.get('ncu_share_pct') or 0:.0f}% of ncu time, {sol}, " \
+        top = f"{longest['label']} ({longest.get('ncu_share_pct') or 0:.0f}% of ncu time, {sol}, " \
               f"{longest.get('bound')})"
     return {
         "cell_id": cd.id, "href": f"cell-{cd.id}.html",
         "ncu_ms": sum(r.get("ncu_ms") or 0.0 for r in rows) or None,
         "bound_mix": ", ".join(f"{k} {v:.0f}%" for k, v in mix.items()) or None, "top": top,
         "time_shares": ", ".join(timed) if timed else "none imported (ncu durations only)",
-        "next_lever": None if lever is None else f"{lever[0]['function']}: {lever[1]}",
+        "next_lever": None if lever is None else f"{lever[0]['label']}: {lever[1]}",
         "host": host_verdict(cd.steps) or "unknown (no step budget captured)",
     }
 
@@ -192,12 +194,12 @@ def time_share_page(data: CampaignData) -> Page:
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
     page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join))
-    rows = [{**r, "label": f"{r['cell_id']} · {r['function']}"} for r in data.join]
+    rows = [{**r, "bar": f"{r['cell_id']} · {r['label']}"} for r in data.join]
     if data.has_time_shares:
-        fig = charts.bars(rows, "label", "time_share_pct", "Time share per kernel function", "time share (%)")
+        fig = charts.bars(rows, "bar", "time_share_pct", "Time share per kernel", "time share (%)")
         note = ""
     else:
-        fig = charts.bars(rows, "label", "ncu_share_pct", "ncu-measured duration share (NOT a time share)",
+        fig = charts.bars(rows, "bar", "ncu_share_pct", "ncu-measured duration share (NOT a time share)",
                           "share of ncu-measured kernel time (%)")
         note = ("No time shares imported: this chart shows each kernel's share of the durations ncu measured, "
                 "with kernels serialized under the profiler. It ranks kernels; it is not a share of wall time.")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -49,7 +50,7 @@ class StepBudget:
         return host_share_pct(self.steps)
 
 
-def host_share_pct(steps: list[dict[str, Any]]) -> float | None:
+def host_share_pct(steps: Sequence[Mapping[str, Any]]) -> float | None:
     """100 x total host gap / total wall time of the steps (a long step weighs more than a short one); None
     without steps. The CLI, page 3 and the bundle reader all call this one function."""
     wall = sum(float(s["wall_ms"]) for s in steps)

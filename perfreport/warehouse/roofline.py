@@ -128,7 +128,7 @@ def build_roofline(
 ) -> RooflineModel:
     """Place kernel rows (each with cell_id and source_set) on the roofline of `hardware`.
 
-    time_shares maps (cell_id, function) to a time share in % (marker size); missing means unknown.
+    time_shares maps (cell_id, kernel id) to a time share in % (marker size); missing means unknown.
     """
     rows = sorted(kernels, key=lambda k: (k["cell_id"], k["id"]))
     shares = time_shares or {}
@@ -171,7 +171,7 @@ def build_roofline(
             ceiling_key=ref.key, ceiling_value=ref.value, pct_of_roof=pct_of_roof,
             sm_pct=k.get("sm_throughput_pct"), sol_pct=k.get("sol_pct"), sol_key=k.get("sol_ceiling_key"),
             bound=k.get("bound"), duration_ns=k.get("duration_ns"), launches=int(k.get("launches") or 1),
-            ai_l2=k.get("ai_l2"), time_share_pct=shares.get((k["cell_id"], k["function"])),
+            ai_l2=k.get("ai_l2"), time_share_pct=shares.get((k["cell_id"], k["id"])),
         ))
     roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
     roofs += _level_roofs(ceilings, hardware, rows, notes)
