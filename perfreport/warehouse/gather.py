@@ -209,6 +209,7 @@ def gather(campaign_dir: Path) -> CampaignData:
     join, unmatched = wh["join"], wh["unmatched"]
     shares = {(r["cell_id"], r["kernel_id"]): r["time_share_pct"] for r in join
               if r.get("time_share_pct") is not None and r.get("kernel_id") is not None}
-    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares)
+    chosen = {(r["cell_id"], r["kernel_id"]) for r in join if r.get("kernel_id") is not None}
+    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares, chosen)
     return CampaignData(campaign, ceilings, cells, join, unmatched, model)
 
