@@ -141,15 +141,21 @@ def test_render_is_deterministic(example_campaign: Path, example_site: RenderRes
     assert _files(again.site_dir) == _files(example_site.site_dir)
 
 
-def test_roofline_page_draws_18_filled_and_18_hollow_points_and_says_so(example_site: RenderResult) -> None:
+def test_roofline_page_draws_one_point_per_kernel_per_cell_and_says_so(example_site: RenderResult,
+                                                                         example_campaign: Path) -> None:
     html = _page(example_site, "05-roofline.html")
     figures = [i for i in outline(html) if i[0] == "plotly"]
     assert [f[1] for f in figures] == ["roofline"]
     data = figures[0][2]
     filled = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle")
     hollow = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle-open")
-    assert (filled, hollow) == (18, 18)
-    assert "kernels with measured arithmetic intensity (18)" in html and "kernels without it (18;" in html
+    # every kernel of both cells has a --set full row: the --set basic rows of the same kernels are not drawn
+    full = sum(1 for cell in ("prefill-b8-s1024", "decode-b16-kv2048")
+               for k in json.loads((example_campaign / "cells" / cell / "ncu_kernels.json").read_text())["kernels"]
+               if k["ai_measured"])
+    assert (filled, hollow) == (full, 0) == (20, 0)
+    assert "kernels with measured arithmetic intensity (20)" in html and "kernels without it (0;" in html
+    assert "kernel row(s) of a poorer capture" in html
 
 
 def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -> None:
