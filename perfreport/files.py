@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -106,22 +107,48 @@ GUNZIP_RATIO = 100  # a .gz may expand to 100x its size: ncu reports and logs ex
 GUNZIP_FLOOR = 64 << 20  # and to 64 MiB whatever its size
 
 
+def gunzip_limit(compressed: int) -> int:
+    """The most bytes a .gz of `compressed` bytes may expand to: max(GUNZIP_FLOOR, GUNZIP_RATIO x its size)."""
+    return max(GUNZIP_FLOOR, GUNZIP_RATIO * compressed)
+
+
+def gzip_bomb(label: str, compressed: int) -> InputError:
+    """The error for a .gz that expands past gunzip_limit (every gzip reader raises this one)."""
+    return InputError(
+        f"{label}: expands past {gunzip_limit(compressed):,} bytes from {compressed:,} compressed (more than "
+        f"{GUNZIP_RATIO}x, or {GUNZIP_FLOOR >> 20} MiB): ncu exports, logs and traces expand 4-13x, so this .gz is "
+        f"damaged or not what it claims (a gzip bomb). If it is genuine, gunzip it yourself (`gunzip -k`) and "
+        f"pass the uncompressed file.")
+
+
 def gunzip_bounded(src: Path, dst: IO[bytes], label: str) -> int:
-    """Decompress the gzip file `src` into `dst` 1 MiB at a time, at most max(GUNZIP_FLOOR, GUNZIP_RATIO x its
-    size) bytes, so that a gzip bomb fills neither memory nor disk; return the bytes written. Raises InputError
-    past the bound, naming `label` (e.g. "report 'R.ncu-rep.gz'"); gzip's own errors (OSError, EOFError,
-    zlib.error) are left to the caller to word."""
+    """Decompress the gzip file `src` into `dst` 1 MiB at a time, at most gunzip_limit(its size) bytes, so that a
+    gzip bomb fills neither memory nor disk; return the bytes written. Raises InputError past the bound, naming
+    `label` (e.g. "report 'R.ncu-rep.gz'"); gzip's own errors (OSError, EOFError, zlib.error) are left to the
+    caller to word."""
     size = src.stat().st_size
-    limit = max(GUNZIP_FLOOR, GUNZIP_RATIO * size)
+    limit = gunzip_limit(size)
     written = 0
     with gzip.open(src, "rb") as fh:
         while piece := fh.read(min(1 << 20, limit + 1 - written)):
             written += len(piece)
             if written > limit:
-                raise InputError(
-                    f"{label}: expands past {limit:,} bytes from {size:,} compressed (more than {GUNZIP_RATIO}x, "
-                    f"or {GUNZIP_FLOOR >> 20} MiB): ncu reports and logs expand 4-13x, so this .gz is damaged or "
-                    f"not what it claims (a gzip bomb). If it is genuine, gunzip it yourself (`gunzip -k`) and "
-                    f"pass the uncompressed file.")
+                raise gzip_bomb(label, size)
             dst.write(piece)
     return written
+
+
+def gunzip_bytes(data: bytes, label: str) -> bytes:
+    """gzip-compressed `data` decompressed, at most gunzip_limit(len(data)) bytes (InputError past it); damaged
+    data raises OSError or EOFError for the caller to word."""
+    limit = gunzip_limit(len(data))
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(data, limit + 1)
+    except zlib.error as exc:  # "Error -3 while decompressing data: incorrect header check": keep the reason
+        raise OSError(f"not valid gzip data: {str(exc).rpartition(': ')[2]}") from None
+    if len(out) > limit:
+        raise gzip_bomb(label, len(data))
+    if not inflate.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+    return out

@@ -113,7 +113,7 @@ FIXES = [  # (file, exact ncu line that proves it, words of the fix the message 
      ["`env VAR=1 python3 ...`", "`VAR=1 ncu ... -- python3 ...`", "`--target-processes all`"]),
     (CAPTURE / "empty_pattern.log", "==WARNING== No kernels were profiled.",
      ["reduce_kernel, vectorized_elementwise_kernel",
-      "`--kernel-name regex:reduce_kernel|vectorized_elementwise_kernel`"]),
+      "`--kernel-name 'regex:reduce_kernel|vectorized_elementwise_kernel'`"]),
     (PUBLIC / "counter_permission_hf_jobs.log",
      "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on "
      "the target device 0.",

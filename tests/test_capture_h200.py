@@ -89,7 +89,8 @@ def test_a_capture_run_bundle_imports_one_source_per_capture_with_captured_at(ca
     bundle = bundle_init(tmp_path, "h200-capture-run")
     shutil.copytree(RUN, bundle / "ncu-profiles", dirs_exist_ok=True)
     res = import_ncu(campaign, "c1", bundle)
-    assert sorted(s["file"] for s in res.sources) == sorted(f"{n}.ncu-rep.gz" for n in GOOD)  # not also the CSVs
+    # not also the CSVs; a bundle outside the campaign names its captures after itself
+    assert sorted(s["file"] for s in res.sources) == sorted(f"h200-capture-run/{n}.ncu-rep.gz" for n in GOOD)
     assert sorted(k["function"] for k in res.kernels) == sorted(
         [GOOD[n][1] for n in GOOD if n != "sdpa_full"] + ["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_"
                                                           "f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"])

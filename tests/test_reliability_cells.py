@@ -20,7 +20,7 @@ from perfreport.files import write_text_atomic
 from perfreport.ids import check_id
 from perfreport.ncu.importer import import_ncu
 from perfreport.timeshare import import_samples
-from tests.conftest import copy_example, run_cli, write_config
+from tests.conftest import run_cli, write_config
 
 DATA = Path(__file__).parent / "data"
 RAW = DATA / "h200_oracle" / "oracle_basic-raw.csv"
@@ -296,3 +296,34 @@ def test_lake_query_is_sandboxed_too(example_campaign: Path, tmp_path: Path) -> 
     with pytest.raises(PerfReportError):
         from perfreport.lake.query import lake_query
         lake_query(lake, "SELECT * FROM read_text('/etc/hostname')")
+
+
+# -- 14. bounds every importer holds: gzip expansion, kernel-name length ----------------------------------------------
+def test_gzip_bombs_are_refused_by_the_csv_and_trace_importers(tmp_path: Path) -> None:
+    import gzip
+
+    camp = write_config(tmp_path / "camp")
+    csv_bomb = tmp_path / "bomb-raw.csv.gz"
+    csv_bomb.write_bytes(gzip.compress(RAW.read_bytes()[:2000] + b"0" * (80 << 20), 9))  # one 80 MiB line
+    trace_bomb = tmp_path / "bomb.json.gz"
+    trace_bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (80 << 20) + b"]}", 9))
+    for args in (("import_ncu", "--campaign", str(camp), "--cell-id", CELL, "--bundle", str(csv_bomb)),
+                 ("import_torch_trace", "--campaign", str(camp), "--cell-id", CELL, str(trace_bomb))):
+        code, out = run_cli(*args, ok=False)
+        assert code == 2 and "Traceback" not in out
+        assert "expands past 67,108,864 bytes" in out and "gzip bomb" in out and args[-1] in out
+    assert not (camp / "cells").exists() or not any((camp / "cells").rglob("*.json"))
+
+
+def test_a_kernel_name_past_the_bound_is_refused_by_csv_and_time_share_importers(tmp_path: Path) -> None:
+    from perfreport.ncu.kernel_identity import MAX_NAME_CHARS
+
+    camp = _renamed_cell(tmp_path, "k" * (MAX_NAME_CHARS + 1))
+    code, out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", CELL, "--bundle",
+                        str(tmp_path / "named.csv"), ok=False)
+    assert code == 2 and "a kernel name of 65,537 characters (at most 65,536 are read" in out
+    assert "named.csv" in out and "Traceback" not in out and not _cell_file(camp).exists()
+    samples = tmp_path / "long.csv"
+    samples.write_text("kernel,samples\n" + "k" * (MAX_NAME_CHARS + 1) + ",5\nother,3\n")
+    code, out = run_cli("import_samples", "--campaign", str(camp), "--cell-id", CELL, str(samples), ok=False)
+    assert code == 2 and "a kernel name of 65,537 characters" in out and "long.csv" in out

@@ -2,16 +2,53 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from perfreport import __version__
+from perfreport.errors import PerfReportError
+
+_OS_FIXES = {
+    errno.ENOSPC: "the disk holding it is full: free space there, or write elsewhere (--out, --lake), then run the "
+                  "command again",
+    errno.EDQUOT: "the disk quota is used up: free space, or write elsewhere (--out, --lake), then run it again",
+    errno.EROFS: "that file system is read-only: write elsewhere (--out, --lake) or remount it read-write",
+    errno.EACCES: "no permission there: fix the permissions (ls -ld the folder) or write elsewhere",
+    errno.EPERM: "the operation is not permitted there: fix the permissions or write elsewhere",
+    errno.ENOTDIR: "part of that path is a file where a folder is needed: pass a folder, or move the file away",
+    errno.EEXIST: "a file stands where a folder is needed: pass another path, or move the file away",
+    errno.EISDIR: "that is a folder where a file is expected: pass a file",
+    errno.ENOENT: "no such file or folder: check the path",
+    errno.EMFILE: "too many open files: raise the limit (ulimit -n) and run it again",
+}
+
+
+def os_error_message(exc: OSError, verb: str) -> str:
+    """The one message for an operating-system error that reached the CLI: what failed, on which file, the fix."""
+    where = " -> ".join(repr(os.fsdecode(f)) for f in (exc.filename, exc.filename2) if f is not None)
+    code = errno.errorcode.get(exc.errno or 0, "")
+    what = exc.strerror or str(exc)
+    fix = _OS_FIXES.get(exc.errno or 0, "fix the cause above and run the command again")
+    return (f"{verb}: {what}{f' ({code})' if code else ''}{f' on {where}' if where else ''}: {fix}. Files are "
+            f"written whole (a temporary file, then a rename): what was there before is left as it was.")
 
 
 class AliasedGroup(click.Group):
-    """Accept dashed spellings of underscore verbs (``import-ncu`` for ``import_ncu``)."""
+    """Accept dashed spellings of underscore verbs (``import-ncu`` for ``import_ncu``); word OS errors once."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # a closed pipe (| head): click's own quiet exit
+                raise
+            verb = " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
+            raise PerfReportError(os_error_message(exc, verb)) from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return super().get_command(ctx, cmd_name) or super().get_command(ctx, cmd_name.replace("-", "_"))
@@ -318,9 +355,11 @@ def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_
 
 def _register_groups() -> None:
     from perfreport.cli.capture import capture_group, harness_cmd
+    from perfreport.cli.ceilings import ceilings_group
     from perfreport.cli.lake import lake_group
 
     cli.add_command(capture_group)
+    cli.add_command(ceilings_group)
     cli.add_command(harness_cmd)
     cli.add_command(lake_group)
 

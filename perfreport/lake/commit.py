@@ -67,6 +67,39 @@ class CommitResult:
     atomic: bool
 
 
+class _Recording:
+    """A table's FileIO that notes every file it creates, so that a publish that fails deletes what it wrote."""
+
+    def __init__(self, inner: Any, written: list[tuple[Any, str]]) -> None:
+        self._inner, self._written = inner, written
+
+    def new_output(self, location: str) -> Any:
+        self._written.append((self._inner, location))  # before the file exists: a half-written one is noted too
+        return self._inner.new_output(location)
+
+    def note(self, io: Any, location: str) -> None:
+        """Note a file written through another FileIO (the new metadata file of a staged commit)."""
+        self._written.append((io, location))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _recorded(tables: dict[str, Any], written: list[tuple[Any, str]]) -> dict[str, Any]:
+    for table in tables.values():
+        if not isinstance(table.io, _Recording):
+            table.io = _Recording(table.io, written)
+    return tables
+
+
+def _delete(written: list[tuple[Any, str]]) -> None:
+    """Delete every file a publish wrote and did not commit (a failed write leaves no partial file behind)."""
+    for io, location in reversed(written):
+        with contextlib.suppress(Exception):
+            io.delete(location)
+    written.clear()
+
+
 def hook(point: str) -> None:
     """Pause here while $PERFREPORT_LAKE_TEST_HOOK names this point (tests kill or race the writer here)."""
     spec = os.environ.get(HOOK_ENV, "")
@@ -151,6 +184,8 @@ def _commit_sql(catalog: Any, txs: list[Any]) -> None:
     for tx in txs:
         old = tx._table
         new = catalog._update_and_stage_table(old, old.name(), _requirements(tx), tx._updates)
+        if isinstance(old.io, _Recording):
+            old.io.note(new.io, new.metadata_location)
         catalog._write_metadata(new.metadata, new.io, new.metadata_location)
         staged.append((old, new))
     hook("before-commit")
@@ -253,22 +288,36 @@ def check_conflicts(tables: dict[str, Any], start: dict[str, int | None], pub: P
 
 
 def commit_publish(catalog: Any, pub: Publish) -> CommitResult:
-    """Commit pub to every table (atomically where the catalog allows), retrying races on other cells."""
-    tables = load_tables(catalog, TABLES, create=True)
+    """Commit pub to every table (atomically where the catalog allows), retrying races on other cells.
+
+    Any failure (a full disk, a read-only lake, Ctrl-C) deletes every file this publish wrote and did not commit:
+    the lake folder is left as it was.
+    """
+    written: list[tuple[Any, str]] = []
+    try:
+        return _commit(catalog, pub, written)
+    except BaseException:
+        _delete(written)
+        raise
+
+
+def _commit(catalog: Any, pub: Publish, written: list[tuple[Any, str]]) -> CommitResult:
+    tables = _recorded(load_tables(catalog, TABLES, create=True), written)
     start = {name: t.metadata.current_snapshot_id for name, t in tables.items()}
     hook("after-read")
     committer = atomic_committer(catalog)
     if committer is None:
-        return CommitResult(_commit_sequential(catalog, pub, tables, start), atomic=False)
+        return CommitResult(_commit_sequential(catalog, pub, tables, start, written), atomic=False)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         txs = [_transaction(tables[name], name, pub) for name in TABLES]
         try:
             committer(catalog, txs)
+            written.clear()  # committed: the files are the lake's now
             return CommitResult(attempt, atomic=True)
         except _retryable() as exc:
             _give_up_after(attempt, exc, pub)
         _backoff(attempt)
-        tables = load_tables(catalog, TABLES)
+        tables = _recorded(load_tables(catalog, TABLES), written)
         check_conflicts(tables, start, pub)
     raise AssertionError("unreachable")
 
@@ -280,7 +329,8 @@ def _give_up_after(attempt: int, exc: BaseException, pub: Publish) -> None:
             f" other writers kept winning. Publish again: the overwrite is idempotent.") from exc
 
 
-def _commit_sequential(catalog: Any, pub: Publish, tables: dict[str, Any], start: dict[str, int | None]) -> int:
+def _commit_sequential(catalog: Any, pub: Publish, tables: dict[str, Any], start: dict[str, int | None],
+                       written: list[tuple[Any, str]]) -> int:
     """One commit per table, the ledger last; returns the most attempts any table needed."""
     most = 0
     for i, name in enumerate(TABLES):
@@ -291,12 +341,13 @@ def _commit_sequential(catalog: Any, pub: Publish, tables: dict[str, Any], start
             try:
                 hook("before-commit")
                 catalog.commit_table(tx._table, _requirements(tx), tx._updates)
+                written.clear()  # this table's files are committed; a later failure must not delete them
                 most = max(most, attempt)
                 break
             except _retryable() as exc:
                 _abandon([tx], [])
                 _give_up_after(attempt, exc, pub)
             _backoff(attempt)
-            tables = {**tables, **load_tables(catalog, [name])}
+            tables = {**tables, **_recorded(load_tables(catalog, [name]), written)}
             check_conflicts({name: tables[name]}, start, pub)
     return most

@@ -74,7 +74,8 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
     name = _field(vary)
     where, catalog = open_lake(lake)
     arrow = tables_as_of(catalog, where, None)
-    cells = [c for c in arrow["cells"].to_pylist() if campaign is None or c["campaign"] == campaign]
+    cells = [c for c in (arrow["cells"].to_pylist() if "cells" in arrow else [])
+             if campaign is None or c["campaign"] == campaign]
     if not cells:
         raise PerfReportError(f"lake {str(where)!r}: no cells" + (f" of campaign {campaign!r}" if campaign else "")
                               + "; publish with `perftunereport publish_to_lake` or fix --campaign.")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.errors import PerfReportError
+from perfreport.lake.damage import committed_ids, explained_scan
 from perfreport.lake.iceberg import NAMESPACE, load_tables, open_lake
 from perfreport.lake.rows import SCHEMAS
 
@@ -37,19 +38,6 @@ def table_names(catalog: Any) -> list[str]:
     return sorted(ident[-1] for ident in catalog.list_tables(NAMESPACE))
 
 
-def _committed_ids(table: Any) -> set[int]:
-    """Return the snapshot ids that were current after some commit (current snapshot of each metadata file)."""
-    from pyiceberg.serializers import FromInputFile
-
-    ids = {table.metadata.current_snapshot_id}
-    for entry in table.metadata.metadata_log:
-        try:
-            ids.add(FromInputFile.table_metadata(table.io.new_input(entry.metadata_file)).current_snapshot_id)
-        except (FileNotFoundError, OSError):
-            continue  # an expired metadata file: its snapshot is shown unfolded
-    return {i for i in ids if i is not None}
-
-
 def lake_history(lake: str | Path | None, table: str = "kernels") -> list[Commit]:
     """Return the commits of one lake table, oldest first."""
     where, catalog = open_lake(lake)
@@ -57,9 +45,9 @@ def lake_history(lake: str | Path | None, table: str = "kernels") -> list[Commit
     if table not in names:
         raise PerfReportError(f"lake {str(where)!r}: no table {table!r}; expected one of "
                               f"{', '.join(names) or '(none)'}. Example: --table kernels")
-    tbl = catalog.load_table(f"{NAMESPACE}.{table}")
+    tbl = load_tables(catalog, [table])[table]
     snapshots = sorted(tbl.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
-    committed = _committed_ids(tbl)
+    committed = committed_ids(tbl)
     oldest_logged = min((s.timestamp_ms for s in snapshots if s.snapshot_id in committed), default=0)
     commits: list[Commit] = []
     pending: list[Any] = []
@@ -108,7 +96,7 @@ def tables_as_of(catalog: Any, where: Path | str, snapshot_id: int | None) -> di
     names = table_names(catalog)
     tables = load_tables(catalog, names)  # one moment of the catalog: a publish switches all tables at once
     if snapshot_id is None:
-        return {name: t.scan().to_arrow() for name, t in tables.items()}
+        return {name: _scan(where, name, t, t.current_snapshot()) for name, t in tables.items()}
     owner = next(((n, t.snapshot_by_id(snapshot_id)) for n, t in tables.items()
                   if t.snapshot_by_id(snapshot_id) is not None), None)
     if owner is None:
@@ -120,6 +108,12 @@ def tables_as_of(catalog: Any, where: Path | str, snapshot_id: int | None) -> di
     out = {}
     for name, t in tables.items():
         snap = owner[1] if name == owner[0] else t.snapshot_as_of_timestamp(at_ms)
-        out[name] = (t.scan(snapshot_id=snap.snapshot_id).to_arrow() if snap is not None
+        out[name] = (_scan(where, name, t, snap) if snap is not None
                      else SCHEMAS[name].empty_table() if name in SCHEMAS else t.schema().as_arrow().empty_table())
     return out
+
+
+def _scan(where: Path | str, name: str, table: Any, snapshot: Any) -> Any:
+    """One table as Arrow at `snapshot` (None: an empty table); a damaged file is named with the way back."""
+    with explained_scan(str(where), name, table, snapshot):
+        return table.scan(snapshot_id=snapshot.snapshot_id if snapshot is not None else None).to_arrow()

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from perfreport.errors import PerfReportError
+from perfreport.lake.damage import catalog_damaged, metadata_damaged, newest_metadata, not_a_folder, read_errors
 from perfreport.lake.rows import SCHEMAS
 
 NAMESPACE = "perfreport"
@@ -90,12 +91,18 @@ def open_catalog(lake: Lake, check_moved: bool = True) -> Any:
     `lake relocate`: reading it would fail on the first missing file, writing it would mix two places.
     """
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
-    from sqlalchemy.exc import IntegrityError, OperationalError
+    from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
     folder = None if is_named(lake) else Path(lake).expanduser().resolve()
+    if folder is not None:
+        _refuse_damaged(folder)
     for attempt in range(10):  # first writers of a fresh lake race on CREATE TABLE / the namespace row
         try:
             catalog = _named_catalog(str(lake)) if folder is None else _embedded_catalog(folder)
+            if folder is not None and (NAMESPACE,) not in catalog.list_namespaces() and newest_metadata(folder):
+                # A catalog without our namespace while tables remain: catalog.db was emptied or replaced (a first
+                # publish creates the namespace before any table file, so this is no race with one).
+                raise catalog_damaged(folder / "catalog.db", None)
             with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
                 catalog.create_namespace_if_not_exists(NAMESPACE)
             if check_moved and folder is not None:
@@ -105,7 +112,21 @@ def open_catalog(lake: Lake, check_moved: bool = True) -> Any:
             if attempt == 9:
                 raise
             time.sleep(0.05 * (attempt + 1))
+        except DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+            if folder is None:
+                raise
+            raise catalog_damaged(folder / "catalog.db", exc) from None
     raise AssertionError("unreachable")
+
+
+def _refuse_damaged(folder: Path) -> None:
+    """Refuse a lake path that is a file, and a catalog.db deleted or emptied while the tables remain (opening it
+    would write a new catalog: a publish would start a second history beside the first)."""
+    if folder.exists() and not folder.is_dir():
+        raise not_a_folder(folder)
+    db = folder / "catalog.db"
+    if (not db.exists() or (db.is_file() and db.stat().st_size == 0)) and newest_metadata(folder):
+        raise catalog_damaged(db, None)
 
 
 def _refuse_moved(lake: Path, catalog: Any) -> None:
@@ -119,6 +140,8 @@ def _refuse_moved(lake: Path, catalog: Any) -> None:
 def open_lake(lake: str | Path | None) -> tuple[Lake, Any]:
     """Return the lake and its catalog; an embedded lake with no catalog.db is an error naming the fix."""
     where = resolve_lake(lake)
+    if isinstance(where, Path):
+        _refuse_damaged(where)
     if isinstance(where, Path) and not (where / "catalog.db").is_file():
         raise PerfReportError(f"lake {str(where)!r}: no catalog.db there; publish first with "
                               f"`perftunereport publish_to_lake --campaign DIR --lake {where}`.")
@@ -175,7 +198,17 @@ def _load_consistent(catalog: Any, names: list[str]) -> dict[str, Any]:
         rows = session.scalars(select(IcebergTables).where(
             IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == NAMESPACE,
             IcebergTables.table_name.in_(names))).all()
-    return {row.table_name: catalog._convert_orm_to_iceberg(row) for row in rows if row.metadata_location}
+    out = {}
+    for row in rows:
+        if not row.metadata_location:
+            continue
+        try:
+            out[row.table_name] = catalog._convert_orm_to_iceberg(row)
+        except read_errors() as exc:
+            db = catalog.engine.url.database if catalog.engine.dialect.name == "sqlite" else None
+            raise metadata_damaged(row.table_name, row.metadata_location, row.previous_metadata_location, db,
+                                   exc) from None
+    return out
 
 
 def load_table(catalog: Any, name: str) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from perfreport.errors import PerfReportError
+from perfreport.lake.damage import broken_files, local, metadata_damaged, not_a_folder, read_errors, reason
 from perfreport.lake.iceberg import catalog_rows, moved_from
 
 
@@ -90,20 +91,31 @@ def _relocate_table(row: Any, move: _Mover, result: RelocateResult) -> str:
     from pyiceberg.table import StaticTable
 
     io = PyArrowFileIO()
+    name = row.table_name
     current = move(row.metadata_location)
-    meta = FromInputFile.table_metadata(io.new_input(current))
-    doc = move.deep(json.loads(io.new_input(current).open().read()))
+    try:
+        meta = FromInputFile.table_metadata(io.new_input(current))
+        doc = move.deep(json.loads(io.new_input(current).open().read()))
+    except read_errors() as exc:
+        raise metadata_damaged(name, current, None, None, exc) from None
     folder = doc["location"].rstrip("/") + "/metadata"
     compression: Any = meta.properties.get("write.avro.compression-codec", "gzip")
     done: dict[str, Any] = {}
     lists = {}
     for snap in meta.snapshots:
         moved = []
-        for manifest in read_manifest_list(io.new_input(move(snap.manifest_list))):
-            if manifest.manifest_path not in done:
-                done[manifest.manifest_path] = _rewrite_manifest(
-                    io, meta, manifest, move, f"{folder}/{uuid.uuid4()}-m0-relocated.avro", compression)
-            moved.append(done[manifest.manifest_path])
+        try:
+            for manifest in read_manifest_list(io.new_input(move(snap.manifest_list))):
+                if manifest.manifest_path not in done:
+                    done[manifest.manifest_path] = _rewrite_manifest(
+                        io, meta, manifest, move, f"{folder}/{uuid.uuid4()}-m0-relocated.avro", compression)
+                moved.append(done[manifest.manifest_path])
+        except read_errors() as exc:
+            raise PerfReportError(
+                f"lake relocate: table {name}, snapshot {snap.snapshot_id}: its manifest list "
+                f"{local(move(snap.manifest_list))!r} or a manifest it names cannot be read ({reason(exc)}). Nothing "
+                f"was switched. The way back: copy the lake folder again from where it was moved from (or restore "
+                f"it from a backup), then run `lake relocate` again.") from None
         lists[snap.snapshot_id] = f"{folder}/snap-{snap.snapshot_id}-0-{uuid.uuid4()}-relocated.avro"
         with write_manifest_list(meta.format_version, io.new_output(lists[snap.snapshot_id]), snap.snapshot_id,
                                  snap.parent_snapshot_id, snap.sequence_number, compression) as writer:
@@ -118,12 +130,12 @@ def _relocate_table(row: Any, move: _Mover, result: RelocateResult) -> str:
     with io.new_output(new).create() as out:
         out.write(json.dumps(doc).encode("utf-8"))
     table = StaticTable.from_metadata(new)
-    for snap in table.metadata.snapshots:  # every data file of every snapshot must resolve at the new place
-        for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
-            if not Path(unquote(urlparse(task.file.file_path).path)).is_file():
-                raise PerfReportError(f"lake relocate: {task.file.file_path} does not exist at the new place; was "
-                                      f"the whole lake folder copied? Nothing was switched.")
-    name = row.table_name
+    for snap in table.metadata.snapshots:  # every file of every snapshot must be whole at the new place
+        problems = broken_files(table, snap)
+        if problems:
+            raise PerfReportError(f"lake relocate: table {name}, snapshot {snap.snapshot_id}: " + "; ".join(problems)
+                                  + " at the new place; was the whole lake folder copied? Nothing was switched. "
+                                  "Copy it again (or restore it from a backup), then run `lake relocate` again.")
     result.snapshots[name] = len(meta.snapshots)
     result.manifests[name] = len(done)
     result.data_files[name] = len(list(table.scan().plan_files())) if table.current_snapshot() else 0
@@ -140,6 +152,8 @@ def lake_relocate(lake: str | Path, old: str | None = None) -> RelocateResult:
     from perfreport.lake.iceberg import NAMESPACE, open_catalog, resolve_lake
 
     where = resolve_lake(lake)
+    if isinstance(where, Path) and where.exists() and not where.is_dir():
+        raise not_a_folder(where)
     if isinstance(where, str) or not (where / "catalog.db").is_file():
         raise PerfReportError(f"lake relocate --lake {lake}: expected an embedded lake folder holding catalog.db; "
                               f"a named catalog is not moved this way. Example: --lake /new/place/lake")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from perfreport.config.campaign import load_campaign
 from perfreport.lake.commit import Publish, commit_publish
+from perfreport.lake.damage import explained
 from perfreport.lake.gate import CellCheck, GateError, check_campaign
-from perfreport.lake.iceberg import Lake, open_catalog, resolve_lake
+from perfreport.lake.iceberg import TABLES, Lake, load_tables, open_catalog, resolve_lake
 from perfreport.lake.rows import Rows, build_rows, publication_row, to_arrow
 
 
@@ -65,7 +66,9 @@ def publish_to_lake(campaign_dir: Path, lake: str | Path | None = None, strict: 
                   {"kernels": to_arrow("kernels", rows.kernels), "captures": to_arrow("captures", rows.captures),
                    "cells": to_arrow("cells", rows.cells), "publications": to_arrow("publications", [ledger])},
                   pub_id, publisher, now)
-    committed = commit_publish(open_catalog(where), pub)
+    catalog = open_catalog(where)
+    with explained(str(where), lambda: load_tables(catalog, TABLES)):  # a publish reads the files it replaces
+        committed = commit_publish(catalog, pub)
     result.attempts = dict.fromkeys(pub.rows, committed.attempts)
     result.atomic = committed.atomic
     result.counts["publications"] = 1

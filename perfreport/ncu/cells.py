@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from perfreport.bundle import PROFILES_DIR
 from perfreport.config import validate as schemas
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
@@ -50,7 +51,7 @@ def source_id(path: Path, campaign_dir: Path, bundle_dir: Path | None = None) ->
     """(id of an input within its cell, whether the id is its path in the campaign folder).
 
     Unique per file and the same for the same file imported again: its path relative to the campaign folder when it
-    lies inside it; else relative to the bundle folder it came from (the bundle's name first); else its file name.
+    lies inside it; else its path in the bundle's ncu-profiles/ after the bundle's name; else its file name.
     An id not anchored in the campaign may name another file elsewhere: `check_source` guards that case.
     """
     resolved, root = path.resolve(), campaign_dir.resolve()
@@ -58,7 +59,10 @@ def source_id(path: Path, campaign_dir: Path, bundle_dir: Path | None = None) ->
         return resolved.relative_to(root).as_posix(), True
     if bundle_dir is not None and bundle_dir.is_dir():
         bundle = bundle_dir.resolve()
-        return f"{bundle.name}/{resolved.relative_to(bundle).as_posix()}", False
+        inside = resolved.relative_to(bundle)
+        if inside.parts[:1] == (PROFILES_DIR,):  # every bundle keeps its captures there: the bundle name says it
+            inside = inside.relative_to(PROFILES_DIR)
+        return f"{bundle.name}/{inside.as_posix()}", False
     return path.name, False
 
 

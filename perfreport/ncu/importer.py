@@ -15,6 +15,7 @@ from perfreport.ids import check_id
 from perfreport.ncu.aggregate import summarize_capture
 from perfreport.ncu.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
 from perfreport.ncu.derive import DeriveContext
+from perfreport.ncu.kernel_identity import check_name_length
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
 from perfreport.ncu.rep.reader import FileHash
@@ -120,6 +121,8 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
                 progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
             # ncu_kernels.json holds no rule results (guided analysis): a report's are not read
             capture = read_export(path, progress, hashes.get(path), rep_reader, rules=False)
+            for launch in capture.launches:
+                check_name_length(launch.name, f"'{path}': launch {launch.launch_id}")
             sid, anchored = source_id(path, campaign.dir, bundle_path if bundle_path.is_dir() else None)
             try:
                 entries = summarize_capture(capture, ctx, sid)

@@ -20,6 +20,19 @@ import re
 from perfreport.errors import InputError
 from perfreport.ncu.catalog.names import function_name
 
+# No compiler writes a kernel name this long (templated ones run to a few thousand characters): a longer one is
+# damaged bytes, and a name cut to fit could merge two kernels into one row. Every importer refuses it.
+MAX_NAME_CHARS = 1 << 16
+
+
+def check_name_length(name: str, where: str) -> None:
+    """Raise InputError naming `where` when `name` is longer than MAX_NAME_CHARS."""
+    if len(name) > MAX_NAME_CHARS:
+        raise InputError(f"{where}: a kernel name of {len(name):,} characters (at most {MAX_NAME_CHARS:,} are read; "
+                         f"it starts {name[:60]!r}): no compiler writes such a name, so the file is damaged. Export "
+                         f"or copy it again.")
+
+
 _ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\{anonymous\}::")
 _NCU_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
 _BOOL = re.compile(r"\(bool\)([01])\b|\b(true|false)\b")

@@ -8,25 +8,24 @@ network, relative links only. Output is deterministic: fixed div ids, sorted row
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import json
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import plotly.io as pio
 from markupsafe import Markup
 
 from perfreport import __version__
-from perfreport.files import write_text_atomic
-from perfreport.site.cell_pages import cell_page, compare_page
-from perfreport.site.comparison import comparisons
-from perfreport.errors import PerfReportError
-from perfreport.warehouse.gather import CampaignData, gather
-from perfreport.site.page_model import Chart, Page
+from perfreport.errors import InputError, PerfReportError
+from perfreport.files import current_umask, locked, write_text_atomic
 from perfreport.site.campaign_pages import (
     cell_contexts,
     frontier_page,
@@ -37,7 +36,12 @@ from perfreport.site.campaign_pages import (
     summary_page,
     time_share_page,
 )
+from perfreport.site.cell_pages import cell_page, compare_page
+from perfreport.site.comparison import comparisons
+from perfreport.site.page_model import Chart, Page
+from perfreport.site.staging import Staging, link_or_copy
 from perfreport.site.templating import environment
+from perfreport.warehouse.gather import CampaignData, gather
 
 STATIC = "static"
 PLOTLY_JS = "plotly.min.js"
@@ -114,65 +118,126 @@ def _files(data: CampaignData, pages: list[Page]) -> dict[str, str]:
     return files
 
 
-def _vendor_plotly(site: Path) -> Path:
-    """Copy plotly.min.js from the installed plotly package to <site>/static/ unless an identical copy is there."""
+def _plotly_source() -> Path:
     src = Path(str(resources.files("plotly"))) / "package_data" / PLOTLY_JS
-    dst = site / STATIC / PLOTLY_JS
     if not src.is_file():
         raise PerfReportError(f"plotly.js not found at {src}; reinstall plotly (pip install --force-reinstall "
-                              f"plotly) so report_render can vendor it into {dst.parent}.")
+                              f"plotly) so report_render can vendor it into <out>/{STATIC}/.")
+    return src
+
+
+def _stage_plotly(site: Path, staging: Staging) -> Path:
+    """Stage plotly.min.js from the installed plotly package unless an identical copy is in <site>/static/."""
+    src, dst = _plotly_source(), site / STATIC / PLOTLY_JS
     if not (dst.is_file() and filecmp.cmp(src, dst, shallow=False)):
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{PLOTLY_JS}.tmp")
-        shutil.copyfile(src, tmp)
-        tmp.replace(dst)
+        staged = staging.root / PLOTLY_JS
+        shutil.copyfile(src, staged)
+        os.chmod(staged, 0o666 & ~current_umask())
+        staging.add(staged, dst)
     return dst
 
 
-def _remove_stale(folder: Path, keep: set[str]) -> None:
-    """Delete files a previous render of this campaign listed in its manifest and this one no longer writes."""
-    old = folder / MANIFEST
-    if not old.is_file():
-        return
+def _listed(folder: Path) -> set[str]:
+    """The files a previous render of this campaign wrote, from its manifest (none when absent or unreadable)."""
     try:
-        listed = json.loads(old.read_text(encoding="utf-8")).get("files", [])
-    except ValueError:
-        return
-    for name in listed:
-        if isinstance(name, str) and "/" not in name and name not in keep:
-            (folder / name).unlink(missing_ok=True)
+        listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {n for n in listed if isinstance(n, str)}
+
+
+def _stage_campaign(folder: Path, staged: Path, files: dict[str, str]) -> None:
+    """Write every file into `staged`, plus what the old folder holds that no render wrote (kept, linked)."""
+    staged.mkdir()
+    if folder.is_dir():
+        shutil.copymode(folder, staged)
+        stale = _listed(folder)  # written by the previous render and not by this one: dropped
+        for entry in folder.iterdir():
+            if entry.name in files or entry.name in stale:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, staged / entry.name, symlinks=True, copy_function=link_or_copy)
+            else:
+                link_or_copy(entry, staged / entry.name)
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # file creation waits on the disk, not on the GIL
+        list(pool.map(lambda item: write_text_atomic(staged / item[0], item[1]), sorted(files.items())))
+
+
+def index_href(folder: str) -> str:
+    """The index's link to a campaign folder: relative and percent-encoded, so no folder name forms a scheme
+    (`javascript:`) or leaves the site."""
+    return f"{quote(folder, safe='')}/01-summary.html"
+
+
+def _index_html(site: Path, staged: dict[str, Path]) -> str:
+    """index.html listing every campaign folder holding a site.json (`staged`: folder -> its staged copy)."""
+    folders = {m.parent.name: m for m in site.glob(f"*/{MANIFEST}") if not m.parent.name.startswith(".")}
+    folders.update({name: path / MANIFEST for name, path in staged.items()})
+    entries = []
+    for folder, manifest in sorted(folders.items()):
+        try:
+            doc = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        entries.append({"folder": folder, "href": index_href(folder), "campaign": doc.get("campaign", folder),
+                        "hardware": doc.get("hardware"), "sol_rigor": doc.get("sol_rigor"),
+                        "cells": len(doc.get("cells") or []), "pages": len(doc.get("pages") or [])})
+    return environment().get_template("index.html").render(
+        title="Campaigns", campaign_id=None, static=f"{STATIC}/", nav=[], current="index.html", tables={},
+        charts={}, version=__version__, campaigns=entries, max_rows=MAX_HTML_ROWS, home="index.html")
 
 
 def render_index(site: Path) -> Path:
-    """Write <site>/index.html listing every campaign folder holding a site.json, sorted by campaign."""
-    entries = []
-    for manifest in sorted(site.glob(f"*/{MANIFEST}")):
-        try:
-            doc = json.loads(manifest.read_text(encoding="utf-8"))
-        except ValueError:
-            continue
-        entries.append({"folder": manifest.parent.name, "campaign": doc.get("campaign", manifest.parent.name),
-                        "hardware": doc.get("hardware"), "sol_rigor": doc.get("sol_rigor"),
-                        "cells": len(doc.get("cells") or []), "pages": len(doc.get("pages") or [])})
-    html = environment().get_template("index.html").render(
-        title="Campaigns", campaign_id=None, static=f"{STATIC}/", nav=[], current="index.html", tables={},
-        charts={}, version=__version__, campaigns=entries, max_rows=MAX_HTML_ROWS, home="index.html")
+    """Write <site>/index.html listing every campaign folder holding a site.json, sorted by folder."""
     path = site / "index.html"
-    write_text_atomic(path, html)
+    write_text_atomic(path, _index_html(site, {}))
     return path
 
 
+def _site_root(out_dir: Path, campaign: str) -> Path:
+    """The site root, refused up front where a file stands in the place of a folder the site needs."""
+    site = Path(out_dir)
+    for path, what in ((site, "the site root (--out)"), (site / campaign, "this campaign's site folder"),
+                       (site / STATIC, "the site's static/ folder")):
+        if path.exists() and not path.is_dir():
+            raise InputError(f"report_render: {str(path)!r} is a file, but it is {what}, which must be a folder. "
+                             f"Pass another --out, or move the file away and render again.")
+    return site
+
+
 def report_render(campaign_dir: Path, out_dir: Path) -> RenderResult:
-    """Render one campaign into <out_dir>/<campaign>/ and refresh <out_dir>/index.html."""
+    """Render one campaign into <out_dir>/<campaign>/ and refresh <out_dir>/index.html, whole or not at all.
+
+    Everything is rendered in memory, written into a staging folder, then swapped in (site/staging.py): a failure
+    at any point leaves the site as it was.
+    """
     data = gather(Path(campaign_dir))
     files = _files(data, build_pages(data))  # everything rendered before anything is written
-    site = Path(out_dir)
+    site = _site_root(out_dir, data.campaign.id)
     folder = site / data.campaign.id
-    plotly_js = _vendor_plotly(site)
-    _remove_stale(folder, set(files))
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # file creation waits on the disk, not on the GIL
-        list(pool.map(lambda item: write_text_atomic(folder / item[0], item[1]), sorted(files.items())))
-    index = render_index(site)
+    made = not site.exists()
+    site.mkdir(parents=True, exist_ok=True)
+    try:
+        with locked(site / "index.html"):  # renders into one site take turns: each swaps a whole campaign
+            staging = Staging(site, data.campaign.id)
+            try:
+                staged = staging.root / data.campaign.id
+                _stage_campaign(folder, staged, files)
+                staging.add(staged, folder)
+                plotly_js = _stage_plotly(site, staging)
+                index = site / "index.html"
+                write_text_atomic(staging.root / "index.html", _index_html(site, {data.campaign.id: staged}))
+                staging.add(staging.root / "index.html", index)
+                staging.commit()
+            finally:
+                staging.discard()
+    except BaseException:
+        if made:  # a first render that failed leaves no empty site folder behind
+            with contextlib.suppress(OSError):
+                site.rmdir()
+        raise
     pages = [(folder / n, len(t.encode("utf-8"))) for n, t in files.items() if n.endswith(".html")]
     downloads = [len(t.encode("utf-8")) for n, t in files.items() if n.endswith((".csv", ".json")) and n != MANIFEST]
     return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), plotly_js)

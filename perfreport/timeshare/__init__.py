@@ -15,6 +15,7 @@ from perfreport.errors import InputError
 from perfreport.files import locked
 from perfreport.ids import check_id
 from perfreport.ncu.cells import check_source, source_id
+from perfreport.ncu.kernel_identity import check_name_length
 from perfreport.timeshare import store
 from perfreport.timeshare.model import Parsed, TimeshareResult, decode_text, read_input, sha256
 from perfreport.timeshare.nsys_csv import EXPECTED as NSYS_EXPECTED
@@ -40,6 +41,8 @@ def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parse
     campaign, cell = target
     out = cell.cell_dir(campaign) / store.FILES[kind]
     sid, anchored = source_id(path, campaign.dir)
+    for row in parsed.rows:
+        check_name_length(row["name"], f"'{path}'")
     if kind == "kernel_times":
         rows, rank = store.time_rows(parsed, sid, path), "total_ns"
     else:

@@ -7,13 +7,13 @@ trace format), with nanosecond resolution in kineto's decimals. Memsets and memc
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from perfreport.errors import InputError
+from perfreport.files import gunzip_bytes
 from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
@@ -24,7 +24,7 @@ PROFILE_HOW = ("Profile with `torch.profiler.profile(activities=[ProfilerActivit
 def _load(path: Path, data: bytes) -> Any:
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            data = gunzip_bytes(data, f"'{path}'")  # bounded: a gzip bomb must not fill memory
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"'{path}': gzip-compressed but cannot be decompressed ({exc}); expected {EXPECTED}. "
                              f"Re-copy the file or pass the uncompressed .json.") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -315,9 +316,11 @@ def _empty(log: _Log, found: set[str], pattern: str | None) -> list[Diagnosis]:
     more = f", ... (+{len(names) - MAX_LISTED} more)" if len(names) > MAX_LISTED else ""
     listed = ", ".join(names[:MAX_LISTED]) + more
     used = f" with --kernel-name {pattern}" if pattern else ""
+    # the suggestion is pasted into a shell: quoted, as its regex holds `|`, `\` and `$`
     return [log.make("no-kernels-profiled", (
         f"ncu finished without profiling a kernel{used}: `{line}`. The process launched {len(names)} kernel "
-        f"name(s): {listed}. Capture again with `--kernel-name {suggested}` ({why}); also check --launch-skip / "
+        f"name(s): {listed}. Capture again with `--kernel-name {shlex.quote(suggested)}` ({why}); also check "
+        f"--launch-skip / "
         f"--launch-count, and --kernel-name-base (these are ncu's function names)."),
         _rows(hits), available_kernels=names, suggested_pattern=suggested, pattern_used=pattern)]
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
+import io
 import zlib
 from pathlib import Path
 
 from perfreport.capture.diagnose.log import Diagnosis, diagnose_text
 from perfreport.capture.diagnose.report import diagnose_report
 from perfreport.errors import InputError
+from perfreport.files import gunzip_bounded
 from perfreport.ncu.rep.proto import MAGIC
 
 
@@ -45,8 +46,10 @@ def _check_input(path: Path) -> None:
 def _read_log(path: Path) -> bytes:
     if path.suffix != ".gz":
         return path.read_bytes()
+    out = io.BytesIO()
     try:
-        return gzip.decompress(path.read_bytes())
+        gunzip_bounded(path, out, f"capture diagnose: '{path}'")  # a gzip bomb must not fill memory
+        return out.getvalue()
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"capture diagnose: '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed log; "
                          f"pass the uncompressed log, or re-compress it with `gzip -k`.") from exc

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.errors import EmptyCaptureError, InputError
-from perfreport.files import sha256_file
+from perfreport.files import gunzip_limit, gzip_bomb, sha256_file
 from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.model import KernelLaunch
 from perfreport.ncu.rep.proto import MAGIC as REP_MAGIC
@@ -93,12 +93,18 @@ def _read_lines(path: Path) -> tuple[str, list[str]]:
         gz = fh.read(2) == b"\x1f\x8b"
     opener: Any = gzip.open if gz else open
     lines: list[str] = []
+    size = path.stat().st_size
+    limit, read = gunzip_limit(size) if gz else None, 0
     try:
         with opener(path, "rb") as fh:
             head = fh.read(65536)
             _check_head(path, head)
             fh.seek(0)
-            for raw in fh:
+            # a .gz reads at most gunzip_limit bytes, even as one line: a gzip bomb must not fill memory
+            while raw := fh.readline(-1 if limit is None else limit + 1 - read):
+                read += len(raw)
+                if limit is not None and read > limit:
+                    raise gzip_bomb(f"{path}", size)
                 if b"\x00" in raw:  # past the head too: a NUL would enter a kernel name or a value
                     _raise_nul(path, len(lines) + 1)
                 lines.append(raw.decode("utf-8", errors="replace").removesuffix("\n"))

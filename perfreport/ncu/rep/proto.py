@@ -64,6 +64,11 @@ class UnknownLayout(Exception):
     """The bytes are not the layout this reader knows; read the report with ncu_report."""
 
 
+class Damaged(UnknownLayout):
+    """The framing's sizes do not add up (a block header or payload does not end where its size says): the file is
+    damaged. Refused with where, never handed to ncu_report, whose protobuf code aborts the process on such files."""
+
+
 class Truncated(Exception):
     """The file ends inside a block or entry: `results` whole kernels came before the cut."""
 

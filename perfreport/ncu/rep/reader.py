@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
+import fcntl
 import hashlib
 import mmap
 import os
 import re
-import shutil
+import signal
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from perfreport.errors import InputError
+from perfreport.files import gunzip_bounded
 from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.catalog.sets import infer_section_set
+from perfreport.ncu.kernel_identity import MAX_NAME_CHARS
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.rep import wire
-from perfreport.ncu.rep.proto import MAGIC, ReportBytes, Truncated, UnknownLayout
+from perfreport.ncu.rep.proto import MAGIC, Damaged, ReportBytes, Truncated, UnknownLayout
 from perfreport.ncu.rep.wire import Action
 from perfreport.progress import Progress
 
@@ -35,15 +37,16 @@ _CMDLINE_RE = re.compile(rb"/[!-~]*/ncu ")
 
 @contextmanager
 def _plain_report(path: Path) -> Iterator[Path]:
-    """Yield a path ncu_report can open: gunzip .gz files into a temp folder first."""
+    """Yield a path ncu_report can open: gunzip .gz files into a temp folder first (files.gunzip_bounded: a gzip
+    bomb is refused before it fills the disk)."""
     if path.suffix != ".gz":
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="perfreport-rep-") as tmp:
         out = Path(tmp) / path.name[: -len(".gz")]
         try:
-            with gzip.open(path, "rb") as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
+            with out.open("wb") as dst:
+                gunzip_bounded(path, dst, f"report '{path}'")
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(
                 f"report '{path}': cannot gunzip it ({exc}). Expected a gzip-compressed .ncu-rep; "
@@ -89,29 +92,6 @@ _ATTRS = ("launch__process_id", "launch__context_id", "launch__stream_id", "laun
 
 def _wanted() -> frozenset[str]:
     return frozenset(load_catalog().needed()) | frozenset(_ATTRS)
-
-
-def _from_ncu_report(act: Any, wanted: frozenset[str], rules: bool = True) -> Action:
-    """An ncu_report action as the wire reader's Action (typed values of the wanted metrics, their units; its
-    rule results unless `rules` is False)."""
-    import ncu_report
-
-    out = Action(act.name(ncu_report.IAction.NameBase_MANGLED) or "",
-                 act.name(ncu_report.IAction.NameBase_FUNCTION) or "",
-                 act.name(ncu_report.IAction.NameBase_DEMANGLED) or "")
-    for name in sorted(wanted):
-        m = act.metric_by_name(name)
-        if m is None or not m.has_value() or m.value() is None:
-            continue
-        out.values[name] = m.value()
-        out.units[name] = m.unit()
-    out.rules = [
-        Rule(str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
-             str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
-        for r in (act.rule_results_as_dicts() if rules else [])
-    ]
-    out.sections = [s.identifier() for s in act.sections()]
-    return out
 
 
 _Layout = tuple[list[str], list[str], dict[str, str]]  # numeric metric names (sorted), text names, their units
@@ -238,7 +218,7 @@ def read_rep(path: Path, progress: Progress | None = None, reader: str = "auto",
 
 def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash, own: bool,
               rules: bool) -> Capture:
-    with _report_bytes(path, sha.mapping) as (data, plain):
+    with _report_bytes(path, sha.data()) as (data, plain):
         if data[:4] != MAGIC:
             raise InputError(
                 f"report '{path}': not an Nsight Compute report (first bytes {data[:4]!r}, expected {MAGIC!r}). "
@@ -249,25 +229,32 @@ def _read_rep(path: Path, progress: Progress | None, reader: str, sha: FileHash,
         launches: list[KernelLaunch] | None = None
         sections: set[str] = set()
         seen = _Seen()
+        handed: str | None = None
         if reader == "auto":
             try:
                 report = wire.read_report(data, wanted, rules=rules)
+                _check_names(path, report.actions)
                 units = load_catalog().rep_units
                 launches = [_launch(a, i, needed, units, seen) for i, a in enumerate(report.actions)]
                 sections = {s for a in report.actions for s in a.sections}
                 version, cmdline = _session_facts(report.sessions)
             except Truncated as cut:
                 raise _truncated(path, len(data), cut) from None
+            except Damaged as exc:
+                raise _damaged(path, len(data), exc) from None
             except UnknownLayout as exc:
-                launches = None
+                launches, handed = None, str(exc)
                 if progress is not None:
                     progress(f"{path.name}: layout not known to the byte reader ({exc}); reading with ncu_report")
             if launches is not None and progress is not None:  # read in well under a second: the lines at once
                 for k in sorted(progress_steps(len(launches))):
                     progress(f"{path.name}: {k}/{len(launches)} kernels read")
+        else:
+            _check_framing(path, data)
         if launches is None:
-            actions = _read_ncu_report(path, plain, wanted, progress, rules)
             version, cmdline = _session_facts([data])  # the first matches in the mapped file, as ncu_report reads it
+            actions = _read_ncu_report(path, plain, wanted, progress, rules, handed)
+            _check_names(path, actions)
             launches = [_launch(a, i, needed, None, seen) for i, a in enumerate(actions)]
             sections = {s for a in actions for s in a.sections}
     if not launches:
@@ -299,8 +286,7 @@ def _sha256_mapped(mm: mmap.mmap | None) -> str:
 
     Each update frees the GIL for its whole piece, so the hash (C) runs beside the parse (pure Python); it also maps
     the file's pages for the parse, which reads the same mapping (FileHash). Not into a buffer: zeroing one holds the
-    GIL and the read copies (docs/ncu_rep.md). The mapping must not outlive the
-    import (FileHash.close): a file cut short under a mapping that is read is SIGBUS.
+    GIL and the read copies (docs/ncu_rep.md). The mapping must not outlive the import (FileHash.close).
     """
     h = hashlib.sha256()
     if mm is None:
@@ -331,50 +317,133 @@ def _unmap(mm: mmap.mmap) -> None:
         mm.close()
 
 
-class FileHash:
-    """A file's SHA-256 computed on a second core, started as early as the caller knows the file.
+def _lease(fd: int) -> bool:
+    """Take a read lease on the open report (Linux): while it is held, another process's (or thread's) truncate or
+    open for writing waits, up to /proc/sys/fs/lease-break-time (45 s by default), instead of cutting the file
+    under the mapping, which would end this process (SIGBUS). False where none is granted: not the file's owner,
+    a file system without leases, the file open for writing somewhere (still being written), another OS."""
+    setlease = getattr(fcntl, "F_SETLEASE", None)
+    if setlease is None:
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)  # the notice of a waiting writer: ignored (SIGIO would kill)
+        fcntl.fcntl(fd, setlease, fcntl.F_RDLCK)
+    except OSError:
+        return False
+    return True
 
-    The file is mapped here, once: the hash reads the mapping and, for a plain report, the parse reads the same one
-    (`mapping`; _report_bytes), so each page is mapped into the process once, mostly by the hash, which starts
-    first, on the other core (first-touch page mapping is a cost the size of the parse), and unmapped
-    once, also on the hash's core.
+
+class _Shrunk(Exception):
+    """The file ended before the size it had when it was opened."""
+
+    def __init__(self, size: int, got: int) -> None:
+        super().__init__(f"shrank from {size:,} to {got:,} bytes")
+        self.size, self.got = size, got
+
+
+def _load_private(fd: int, size: int) -> mmap.mmap:
+    """The file's bytes read into memory of this process's own (an anonymous mapping: zeroed by the kernel as the
+    read fills it, the GIL free), which nothing done to the file can take away. Raises _Shrunk when it ends early."""
+    buf = mmap.mmap(-1, size)
+    view = memoryview(buf)
+    got = 0
+    try:
+        while got < size:
+            n = os.preadv(fd, [view[got : got + _HASH_CHUNK]], got)
+            if n == 0:
+                raise _Shrunk(size, got)
+            got += n
+    except BaseException:
+        view.release()
+        _unmap(buf)
+        raise
+    view.release()
+    return buf
+
+
+def _load_and_hash(fd: int, size: int, loaded: Future[mmap.mmap | None]) -> str:
+    try:
+        buf = _load_private(fd, size)
+    except BaseException as exc:
+        loaded.set_exception(exc)
+        raise
+    loaded.set_result(buf)
+    return _sha256_mapped(buf)
+
+
+class FileHash:
+    """A file's SHA-256 computed on a second core, started as early as the caller knows the file, and its bytes.
+
+    The file is leased (_lease) and mapped here, once: the hash reads the mapping and, for a plain report, the parse
+    reads the same one (`data`; _report_bytes), so each page is mapped into the process once, mostly by the hash,
+    which starts first, on the other core (first-touch page mapping is a cost the size of the parse), and unmapped
+    once, also on the hash's core. The lease keeps the file whole while it is read. Where no lease is granted the
+    file is read into memory of our own on the hash's core first (slower: the copy), so that a file cut short by
+    another process is an error (it ends before its size), never SIGBUS.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.mapping: mmap.mmap | None = None
+        self._fd: int | None = None  # held open until close: a lease lasts as long as its descriptor
+        self._loaded: Future[mmap.mmap | None] = Future()
+        self._future: Future[str] = Future()
         try:
-            with path.open("rb") as fh:  # the mapping stays valid once the descriptor is closed
-                if os.fstat(fh.fileno()).st_size:
-                    self.mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(self._fd).st_size
+            leased = bool(size) and _lease(self._fd)
+            if leased:
+                self._loaded.set_result(mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ))
         except OSError as exc:
-            self._future: Future[str] = Future()
-            self._future.set_exception(exc)
+            for future in (self._loaded, self._future):
+                if not future.done():
+                    future.set_exception(exc)
             return
-        self._future = _HASHER.submit(_sha256_mapped, self.mapping)
+        if not size:
+            self._loaded.set_result(None)
+        if self._loaded.done():
+            self._future = _HASHER.submit(_sha256_mapped, self._loaded.result())
+        else:
+            self._future = _HASHER.submit(_load_and_hash, self._fd, size, self._loaded)
+
+    def data(self) -> mmap.mmap | None:
+        """The file's bytes for the parse (its mapping, or our copy of it); None for an empty file."""
+        return self._wait(self._loaded)
 
     def result(self) -> str:
+        return self._wait(self._future)
+
+    def _wait(self, future: Future[Any]) -> Any:
         try:
-            return self._future.result()
+            return future.result()
+        except _Shrunk as exc:
+            raise InputError(
+                f"report '{self.path}': {exc} while it was read: another process is writing or cutting it (ncu "
+                f"still writing it, or a copy still running). Import it once it is whole (ncu printed "
+                f"'==PROF== Report:' and the copy ended)."
+            ) from None
         except OSError as exc:
             raise InputError(f"report '{self.path}': cannot read it ({exc.strerror or exc}).") from exc
 
     def close(self) -> None:
         """Drop it: cancelled if not started, else waited for, so no read of the file outlives the caller; the
-        mapping is then unmapped on the hash's thread (nothing reads it any more)."""
+        bytes are then unmapped on the hash's thread (nothing reads them any more) and the lease let go."""
         if not self._future.cancel():
             with suppress(Exception):
                 self._future.result()
-        if self.mapping is not None:
-            _HASHER.submit(_unmap, self.mapping)
-            self.mapping = None
+        if self._loaded.done() and not self._loaded.exception():
+            mapped = self._loaded.result()
+            if mapped is not None:
+                _HASHER.submit(_unmap, mapped)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @contextmanager
 def _report_bytes(path: Path, shared: mmap.mmap | None = None) -> Iterator[tuple[ReportBytes, Path]]:
     """The report's bytes, mapped (not copied), and the plain file they come from (a .gz is first streamed into
-    a temporary file: a multi-GB report is never held in memory). `shared`: the plain report already mapped by
-    its FileHash, read as it is (its FileHash unmaps it)."""
+    a temporary file of ours: a multi-GB report is never held in memory). `shared`: the plain report's bytes from
+    its FileHash (FileHash.data), read as they are (its FileHash unmaps them)."""
     if shared is not None and path.suffix != ".gz":
         yield shared, path
         return
@@ -393,6 +462,41 @@ def _report_bytes(path: Path, shared: mmap.mmap | None = None) -> Iterator[tuple
                     _unmap(raw)
 
 
+def _check_framing(path: Path, data: ReportBytes) -> None:
+    """Refuse a cut or damaged report before ncu_report reads it, with the byte reader's words: its protobuf code
+    aborts the process on some such files, or reads them as holding fewer kernels. The framing is checked only in
+    a file format version the byte reader knows (wire.frame); ncu_report reads the others as they are."""
+    try:
+        wire.frame(data, frozenset())
+    except Truncated as cut:
+        raise _truncated(path, len(data), cut) from None
+    except Damaged as exc:
+        raise _damaged(path, len(data), exc) from None
+    except UnknownLayout:
+        pass
+
+
+def _damaged(path: Path, size: int, exc: Damaged) -> InputError:
+    return InputError(
+        f"report '{path}': damaged ({size} bytes): {exc}: its framing (the sizes and headers that say where each "
+        f"kernel lies) does not add up, so no reader can trust what it holds. Copy the report again from where "
+        f"ncu wrote it (after ncu printed '==PROF== Report:'), or capture again."
+    )
+
+
+def _check_names(path: Path, actions: Sequence[Action]) -> None:
+    """Refuse a kernel name past MAX_NAME_CHARS: the bytes are no name, and a name cut to fit could merge two
+    kernels into one row."""
+    for i, act in enumerate(actions):
+        longest = max(len(act.name), len(act.function), len(act.demangled))
+        if longest > MAX_NAME_CHARS:
+            raise InputError(
+                f"report '{path}': kernel #{i} has a name of {longest:,} characters (at most {MAX_NAME_CHARS:,} "
+                f"are read): no compiler writes such a name, so the file is damaged. Copy the report again from "
+                f"where ncu wrote it, or capture again."
+            )
+
+
 def _truncated(path: Path, size: int, cut: Truncated) -> InputError:
     where = f"an entry at byte {cut.offset} needs {cut.needed} bytes, the file ends at {size}"
     if cut.results == 0:
@@ -407,32 +511,20 @@ def _truncated(path: Path, size: int, cut: Truncated) -> InputError:
 
 
 def _read_ncu_report(path: Path, plain: Path, wanted: frozenset[str], progress: Progress | None,
-                     rules: bool = True) -> list[Action]:
-    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to); `plain`: the
-    report as ncu wrote it (`path` itself, or its gunzipped copy)."""
-    try:
-        import ncu_report
-    except ImportError as exc:  # pragma: no cover - dependency is declared
-        raise InputError(
-            f"report '{path}': the `ncu-report` package is not installed; run `pip install ncu-report`."
-        ) from exc
-    try:
-        ctx = ncu_report.load_report(str(plain))
-    except Exception as exc:  # ncu_report raises plain RuntimeError/FileNotFoundError
-        raise InputError(f"report '{path}': ncu_report could not load it: {exc}") from exc
-    actions: list[Action] = []
-    ranges = [ctx.range_by_idx(r) for r in range(ctx.num_ranges())]
-    total = sum(rng.num_actions() for rng in ranges)
-    report_at = progress_steps(total) if progress is not None else set()
-    for rng in ranges:
-        for i in range(rng.num_actions()):
-            act = rng.action_by_idx(i)
-            if not act.name(ncu_report.IAction.NameBase_DEMANGLED):
-                raise InputError(
-                    f"report '{path}': kernel #{len(actions)} has no name: the file is truncated or damaged "
-                    f"({path.stat().st_size} bytes). Copy the report again after ncu prints '==PROF== Report:'."
-                )
-            actions.append(_from_ncu_report(act, wanted, rules))
-            if progress is not None and len(actions) in report_at:
-                progress(f"{path.name}: {len(actions)}/{total} kernels read")
-    return actions
+                     rules: bool = True, handed: str | None = None) -> list[Action]:
+    """Every action through NVIDIA's ncu_report (the authority the byte reader is held equal to), read in a child
+    process (rep.child: a crash inside it is an InputError); `plain`: the report as ncu wrote it (`path` itself,
+    or its gunzipped copy); `handed`: why the byte reader left it to ncu_report."""
+    from perfreport.ncu.rep.child import read_kernels
+
+    steps: set[int] = set()
+
+    def read(k: int, total: int) -> None:
+        if k == 1:
+            steps.update(progress_steps(total))
+        if progress is not None and k in steps:
+            progress(f"{path.name}: {k}/{total} kernels read")
+
+    return [Action(name, function, demangled, values, units, [Rule(*r) for r in found], sections)
+            for name, function, demangled, values, units, found, sections
+            in read_kernels(path, plain, wanted, rules, read, handed)]

@@ -3,8 +3,9 @@ u32-sized BlockHeader and a payload of u32-sized entries (the block's sources, t
 
 The one walker of that framing: the byte reader (wire) reads its blocks and entries through it, and `capture
 diagnose` walks it to tell a cut file from a whole one. It says where and why a walk stops: Truncated (the file ends
-inside a size, a header, an entry or a payload) or UnknownLayout (the bytes are not this framing). Standard library
-only: `capture diagnose` runs it on the GPU machine.
+inside a size, a header, an entry or a payload, or right after the file header) or Damaged (an UnknownLayout: a
+block header or payload does not end where its size says). Standard library only: `capture diagnose` runs it on
+the GPU machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from perfreport.ncu.rep.proto import (
     LEN,
     MAGIC,
     VARINT,
+    Damaged,
     ReportBytes,
     Truncated,
     UnknownLayout,
@@ -69,7 +71,8 @@ def blocks(b: ReportBytes, start: int) -> Iterator[Block]:
 
     The next block starts where the payload ends by its PayloadSize: a caller that walks each payload (entries)
     learns of a cut at the entry it cuts; one that does not, here, when the next block is due. Raises Truncated
-    where the file ends inside a block's size, header or payload; UnknownLayout where a header does not parse.
+    where the file ends inside a block's size, header or payload, or holds no block (ncu writes its session block
+    with the file header: a file that ends there was cut); Damaged where a header does not parse to its size.
     """
     total = len(b)
     p, whole = start, 0
@@ -83,9 +86,15 @@ def blocks(b: ReportBytes, start: int) -> Iterator[Block]:
         try:
             block = _block(b, p, (p + 4, p + 4 + size), whole)
         except IndexError as exc:  # a varint that runs past the end of the file
-            raise UnknownLayout(f"block header at byte {p} runs past the file ({exc})") from exc
+            raise Damaged(f"block header at byte {p} runs past the file ({exc})") from exc
+        except Damaged:
+            raise
+        except UnknownLayout as exc:  # a wire type or varint no BlockHeader holds: its bytes are not a header
+            raise Damaged(f"block header at byte {p}: {exc}") from exc
         yield block
         last, whole, p = block, whole + block.results, block.payload[1]
+    if last is None and p == total:
+        raise Truncated(p, 4, 0)
     if p > total:  # the file ends inside the last payload, or inside the file header
         at = last.payload[0] if last is not None else 8
         raise Truncated(at, p - at, last.whole if last is not None else 0)
@@ -107,6 +116,8 @@ def _block(b: ReportBytes, at: int, head: tuple[int, int], whole: int) -> Block:
             q += 1
         else:
             k, q = read_varint(b, q)
+        if k < 8:  # field number 0: no protobuf message holds one
+            raise Damaged(f"block header at byte {at}: a field numbered 0 at byte {q}")
         if k & 7 == VARINT:
             value = b[q]
             if value < 0x80:
@@ -132,14 +143,14 @@ def _block(b: ReportBytes, at: int, head: tuple[int, int], whole: int) -> Block:
         else:
             q = skip_field(b, q, k)
     if q != stop:
-        raise UnknownLayout(f"block header ends at byte {q}, its size says {stop}")
+        raise Damaged(f"block header ends at byte {q}, its size says {stop}")
     return Block(at, head, (stop, stop + payload), sources, results, whole, sessions, tables, other)
 
 
 def entries(b: ReportBytes, block: Block) -> list[tuple[int, int]]:
     """Where each entry of the block's payload lies (its sources, then its results), each after its u32 size.
 
-    Raises Truncated at the entry the file ends inside (with the whole results before it), UnknownLayout when the
+    Raises Truncated at the entry the file ends inside (with the whole results before it), Damaged when the
     entries do not fill the payload exactly.
     """
     total = len(b)
@@ -156,5 +167,5 @@ def entries(b: ReportBytes, block: Block) -> list[tuple[int, int]]:
     if p != stop:
         if stop > total:
             raise Truncated(p, stop - p, block.whole + block.results)
-        raise UnknownLayout(f"block payload ends at byte {p}, its header says {stop}")
+        raise Damaged(f"block payload ends at byte {p}, its header says {stop}")
     return spans

@@ -39,6 +39,7 @@ from perfreport.ncu.rep.proto import (
     STRING_TABLE_STRINGS,
     VALUE_TAG,
     VARINT,
+    Damaged,
     ReportBytes,
     Truncated,
     UnknownLayout,
@@ -241,14 +242,24 @@ def _read_report(b: ReportBytes, wanted_names: frozenset[str] | set[str], bulk: 
 
 
 def frame(b: ReportBytes, wanted_names: frozenset[str] | set[str]) -> Frame:
-    """Walk the file header and every block (walk: its header, then its u32-sized entries), reading no result."""
-    try:
-        start, stop = file_header(b)
-    except Truncated:  # cut inside the header's own size: ncu_report says what it makes of it
-        raise UnknownLayout("no NVR header") from None
+    """Walk the file header and every block (walk: its header, then its u32-sized entries), reading no result.
+
+    Raises Truncated where the file ends inside the framing, Damaged where its sizes do not add up (in a file
+    format version this reader knows: another version's framing is ncu_report's to read, UnknownLayout).
+    """
+    start, stop = file_header(b)
+    if stop > len(b):
+        raise Truncated(start, stop - start, 0)
     version = next((v for f, w, v in iter_fields(b, start, stop) if f == FILE_VERSION and w == VARINT), None)
     if version not in FILE_VERSIONS:
         raise UnknownLayout(f"file format version {version}, this reader knows {sorted(FILE_VERSIONS)}")
+    try:
+        return _frame(b, stop, wanted_names)
+    except (IndexError, struct_error) as exc:  # a length in a string table that points outside the file
+        raise Damaged(f"a string table points outside the file ({exc})") from exc
+
+
+def _frame(b: ReportBytes, stop: int, wanted_names: frozenset[str] | set[str]) -> Frame:
     by_bytes = {name.encode(): name for name in wanted_names}
     n_strings = 0
     wanted: dict[int, str] = {}
@@ -290,5 +301,5 @@ def _strings(b: ReportBytes, span: tuple[int, int], by_bytes: dict[bytes, str], 
         n_strings += 1
         r += m
     if r != stop:
-        raise UnknownLayout(f"string table ends at byte {r}, its size says {stop}")
+        raise Damaged(f"string table ends at byte {r}, its size says {stop}")
     return n_strings
