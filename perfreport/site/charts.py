@@ -78,7 +78,8 @@ def _roof_colors(model: RooflineModel) -> dict[str, str]:
 def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A line per roof (each its colour) with its key path, and a marker at each compute roof's ridge point
     (where the DRAM roof meets it: kernels left of it are bandwidth-bound on that roof)."""
-    traces, notes = [], []
+    traces: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     x0, x1 = 10.0**lo, 10.0**hi
     peaks = [r.value for r in model.roofs if not r.is_memory] or [1.0]
     colors = _roof_colors(model)
