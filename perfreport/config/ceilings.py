@@ -30,7 +30,8 @@ CeilingUnit = Literal["tflops", "tbps", "tops"]
 _PACKAGED = ("sol-ceilings.yaml",)
 _TOKEN_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*_(tflops|tops|tbps)$")
-_TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families")
+_TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families",
+             "achievable_ceiling_map")
 _HW_KEYS = ("description", "datasheet", "empirical")
 _DATASHEET_KEYS = ("value", "source")
 _EMPIRICAL_KEYS = ("value", "method", "measured", "where")
@@ -158,6 +159,24 @@ def _check_name_map(c: _Checker, path: str, mapping: Any) -> None:
             c.problem(f"{path}.{key}", f"expected a ceiling name ending in _tflops/_tops/_tbps, {_got(name)}")
 
 
+def _check_achievable_map(c: _Checker, mapping: Any) -> None:
+    if not c.mapping("achievable_ceiling_map", mapping, "datasheet ceiling name -> [measured ceiling names]"):
+        return
+    for key, names in mapping.items():
+        path = f"achievable_ceiling_map.{key}"
+        if not isinstance(key, str) or not _NAME_RE.fullmatch(key):
+            c.problem(path, "key must be a datasheet ceiling name ending in _tflops/_tops/_tbps")
+        if not isinstance(names, list) or not names:
+            c.problem(path, f"expected a non-empty list of measured ceiling names, best first, {_got(names)}")
+            continue
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+                c.problem(f"{path}[{i}]", f"expected a ceiling name ending in _tflops/_tops/_tbps, {_got(name)}")
+            elif isinstance(key, str) and ceiling_kind(name) != ceiling_kind(key):
+                c.problem(f"{path}[{i}]", f"{name!r} is not in the unit of {key!r}: a measured roof stands for a "
+                          f"datasheet roof of the same kind")
+
+
 def _check_families(c: _Checker, families: Any) -> None:
     if not isinstance(families, list) or not families:
         c.problem("families", f"expected a non-empty list of {{family, patterns}}, {_got(families)}")
@@ -211,6 +230,8 @@ def _check_doc(c: _Checker, doc: Any, *, base_hardware: set[str] | None) -> None
             _check_name_map(c, key, doc[key])
     if "families" in doc:
         _check_families(c, doc["families"])
+    if "achievable_ceiling_map" in doc:
+        _check_achievable_map(c, doc["achievable_ceiling_map"])
 
 
 def _check_references(c: _Checker, doc: dict[str, Any]) -> None:
@@ -248,8 +269,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
                         dst.setdefault(section, {}).update(copy.deepcopy(content))
                     else:
                         dst[section] = copy.deepcopy(content)
-        elif key in ("category_ceiling_map", "dtype_ceiling_map"):
-            out[key].update(value)
+        elif key in ("category_ceiling_map", "dtype_ceiling_map", "achievable_ceiling_map"):
+            out.setdefault(key, {}).update(copy.deepcopy(value))
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -279,6 +300,7 @@ class Ceilings:
         self._hardware: dict[str, dict[str, Any]] = doc["hardware"]
         self._category: dict[str, str] = dict(doc["category_ceiling_map"])
         self._dtype: dict[str, str] = dict(doc["dtype_ceiling_map"])
+        self._achievable: dict[str, list[str]] = {k: list(v) for k, v in doc.get("achievable_ceiling_map", {}).items()}
         self._families = [
             (rule["family"], [re.compile(p, re.IGNORECASE) for p in rule["patterns"]])
             for rule in doc["families"]
@@ -369,6 +391,20 @@ class Ceilings:
             return None
         kind, unit = ceiling_kind(name)
         return CeilingRef(key=f"{hardware}.{name}", value=float(entry["value"]), kind=kind, unit=unit)
+
+    def achievable_for(self, ref: CeilingRef | None) -> CeilingRef | None:
+        """The measured ceiling that stands for what the GPU really reaches on datasheet roof `ref`: the first
+        name of achievable_ceiling_map[ref's name] measured for that hardware (None: not measured there)."""
+        if ref is None or ".empirical." in ref.key:
+            return None
+        hardware, name = ref.key.split(".", 1)
+        measured = self._block(hardware).get("empirical") or {}
+        for candidate in self._achievable.get(name, []):
+            value = (measured.get(candidate) or {}).get("value")
+            if value is not None:
+                return CeilingRef(key=f"{hardware}.empirical.{candidate}", value=float(value), kind=ref.kind,
+                                  unit=ref.unit)
+        return None
 
     def _block(self, hardware: str) -> dict[str, Any]:
         if hardware not in self._hardware:

@@ -103,6 +103,10 @@ KERNEL_ROW: tuple[Field, ...] = (
     _num("sol_pct", "%", "percent of the binding roof from sol-ceilings.yaml", required=True),
     Field("sol_ceiling_key", "string", True, None, "key path of that roof", agg="first", required=True,
           schema={"pattern": "^[A-Za-z0-9_]+\\.[A-Za-z0-9_.]+$"}),
+    _num("pct_of_achievable", "%", "percent of the measured (achievable) roof that binds at the kernel's AI, "
+         "sol-ceilings.yaml achievable_ceiling_map; null where not measured on this hardware"),
+    Field("achievable_key", "string", True, None, "key path of that measured roof", agg="first",
+          schema={"pattern": "^[A-Za-z0-9_]+\\.empirical\\.[A-Za-z0-9_]+$"}),
     Field("tensor_dtype", "string", True, None, "busiest tensor-core dtype", agg="first"),
     _num("compute_pct_of_peak", "%", "achieved compute / ncu per-kernel peak"),
     _num("dram_pct_of_peak", "%", "achieved DRAM bandwidth / ncu per-kernel peak"),

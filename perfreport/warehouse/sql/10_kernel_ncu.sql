@@ -51,6 +51,8 @@ SELECT
     c.achieved_dram_tbps,
     c.sol_pct,
     c.sol_ceiling_key,
+    c.pct_of_achievable,
+    c.achievable_key,
     c.compute_pct_of_peak,
     c.dram_pct_of_peak,
     c.sm_throughput_pct,

@@ -8,8 +8,10 @@
 -- an estimate, flagged by share_split = 'ncu time'.
 -- A cell uses ONE timeline source so its time shares add up to 100%: nsys before torch before other tools,
 -- then by source id (time_source says which tool, time_source_id which file); samples likewise by source id.
--- Amdahl bound: amdahl_bound_pct = time_share_pct * (1 - clamp(sol_pct / 100, 0, 1)), the most of the
--- timeline the kernel could give back by reaching its roof; NULL when the time share or sol_pct is unknown.
+-- Amdahl bound: amdahl_bound_pct = time_share_pct * (1 - clamp(pct / 100, 0, 1)), the most of the timeline the
+-- kernel could give back by reaching its roof: the measured (achievable) roof where one is measured for this
+-- hardware (pct_of_achievable: a kernel at it gives back nothing), else the datasheet one (sol_pct);
+-- amdahl_ceiling_key says which. NULL when the time share or both percentages are unknown.
 CREATE OR REPLACE VIEW kernel_join AS
 WITH
 time_pick AS (
@@ -76,10 +78,14 @@ joined AS (
             AS share_split,
         n.ncu_source, n.section_set, n.kernel_id, n.launches AS ncu_launches,
         n.duration_ns AS ncu_duration_ns, n.family, n.bound, n.sol_pct, n.sol_ceiling_key,
+        n.pct_of_achievable, n.achievable_key,
+        CASE WHEN n.pct_of_achievable IS NOT NULL THEN n.achievable_key
+             WHEN n.sol_pct IS NOT NULL THEN n.sol_ceiling_key END AS amdahl_ceiling_key,
         n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct,
         n.achieved_occupancy_pct,
         -- explicit NULL: DuckDB's least/greatest skip NULL arguments (greatest(NULL, 0) is 0)
-        CASE WHEN n.sol_pct IS NOT NULL THEN least(greatest(n.sol_pct / 100, 0), 1) END AS roof_fraction
+        CASE WHEN coalesce(n.pct_of_achievable, n.sol_pct) IS NOT NULL
+             THEN least(greatest(coalesce(n.pct_of_achievable, n.sol_pct) / 100, 0), 1) END AS roof_fraction
     FROM keys k
     LEFT JOIN ncu n ON n.cell_id = k.cell_id AND n.kernel = k.kernel
     LEFT JOIN times t ON t.cell_id = k.cell_id AND t.kernel = k.kernel

@@ -10,6 +10,8 @@ SELECT
     time_share_pct,
     sol_pct,
     sol_ceiling_key,
+    pct_of_achievable,
+    amdahl_ceiling_key,
     bound,
     amdahl_bound_pct,
     amdahl_bound_ms,
