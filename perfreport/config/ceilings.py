@@ -32,7 +32,7 @@ _TOKEN_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*_(tflops|tops|tbps)$")
 _TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families",
              "achievable_ceiling_map")
-_HW_KEYS = ("description", "datasheet", "empirical")
+_HW_KEYS = ("description", "datasheet", "empirical", "launch_floor_us")
 _DATASHEET_KEYS = ("value", "source")
 _EMPIRICAL_KEYS = ("value", "method", "measured", "where")
 
@@ -130,6 +130,8 @@ def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool) -> No
     c.unknown_keys(path, block, _HW_KEYS)
     if complete or "description" in block:
         c.text(f"{path}.description", block.get("description"), "a one-line description of the GPU")
+    if block.get("launch_floor_us") is not None:
+        _check_empirical_entry(c, f"{path}.launch_floor_us", block["launch_floor_us"])
     for section, check in (("datasheet", _check_datasheet_entry), ("empirical", _check_empirical_entry)):
         if section not in block:
             if complete and section == "datasheet":
@@ -391,6 +393,13 @@ class Ceilings:
             return None
         kind, unit = ceiling_kind(name)
         return CeilingRef(key=f"{hardware}.{name}", value=float(entry["value"]), kind=kind, unit=unit)
+
+    def launch_floor(self, hardware: str) -> tuple[float, str] | None:
+        """(µs, key path) of the shortest a kernel launch takes on this hardware, measured (hardware.<hw>.
+        launch_floor_us): a launch-bound kernel cannot get below it; None where not measured."""
+        entry = self._block(hardware).get("launch_floor_us") or {}
+        value = entry.get("value")
+        return None if value is None else (float(value), f"{hardware}.launch_floor_us")
 
     def achievable_for(self, ref: CeilingRef | None) -> CeilingRef | None:
         """The measured ceiling that stands for what the GPU really reaches on datasheet roof `ref`: the first

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from perfreport.config.campaign import Campaign, load_campaign
+from perfreport.config.ceilings import load_ceilings
 from perfreport.errors import InputError, PerfReportError
 from perfreport.ncu.kernel_identity import normalize, simplify
 from perfreport.ncu.row import KERNEL_ROW
@@ -78,6 +79,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     + [(c, t) for _, c, t in SAMPLES_FIELDS] + [("kernel", "VARCHAR")],
     "kernel_aliases": [("name", "VARCHAR"), ("file_function", "VARCHAR"), ("function", "VARCHAR")],
     "kernel_keys": [("cell_id", "VARCHAR"), ("function", "VARCHAR"), ("name", "VARCHAR"), ("kernel", "VARCHAR")],
+    "launch_floor": [("hardware", "VARCHAR"), ("floor_us", "DOUBLE"), ("key", "VARCHAR")],
 }
 
 
@@ -258,6 +260,9 @@ def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     con.execute("DROP TABLE IF EXISTS _raw")
     match_functions(con)
     assign_kernel_keys(con)
+    floor = load_ceilings(campaign.ceilings_override).launch_floor(campaign.hardware)
+    if floor is not None:  # the views hold a launch-bound kernel to it (one row: the campaign's hardware)
+        con.execute("INSERT INTO launch_floor VALUES ($1, $2, $3)", [campaign.hardware, *floor])
     _create_views(con)
     return con
 

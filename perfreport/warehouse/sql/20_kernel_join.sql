@@ -8,10 +8,12 @@
 -- an estimate, flagged by share_split = 'ncu time'.
 -- A cell uses ONE timeline source so its time shares add up to 100%: nsys before torch before other tools,
 -- then by source id (time_source says which tool, time_source_id which file); samples likewise by source id.
--- Amdahl bound: amdahl_bound_pct = time_share_pct * (1 - clamp(pct / 100, 0, 1)), the most of the timeline the
--- kernel could give back by reaching its roof: the measured (achievable) roof where one is measured for this
--- hardware (pct_of_achievable: a kernel at it gives back nothing), else the datasheet one (sol_pct);
--- amdahl_ceiling_key says which. NULL when the time share or both percentages are unknown.
+-- Amdahl bound: amdahl_bound_pct = time_share_pct x the fraction of its time the kernel could give back by
+-- reaching its floor (amdahl_basis says which): a launch-bound kernel ('latency') down to the measured launch floor
+-- x its launches (table launch_floor; without one the whole time, an upper bound), any other down to its roof:
+-- 1 - clamp(pct / 100, 0, 1) with the measured (achievable) roof where one is measured for this hardware
+-- (pct_of_achievable: a kernel at it gives back nothing), else the datasheet one (sol_pct); amdahl_ceiling_key
+-- names it. NULL when the time share or both percentages are unknown. frontier.candidates ranks by this column.
 CREATE OR REPLACE VIEW kernel_join AS
 WITH
 time_pick AS (
@@ -84,14 +86,24 @@ joined AS (
         n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct,
         n.achieved_occupancy_pct,
         -- explicit NULL: DuckDB's least/greatest skip NULL arguments (greatest(NULL, 0) is 0)
-        CASE WHEN coalesce(n.pct_of_achievable, n.sol_pct) IS NOT NULL
-             THEN least(greatest(coalesce(n.pct_of_achievable, n.sol_pct) / 100, 0), 1) END AS roof_fraction
+        CASE WHEN n.bound = 'latency' AND t.total_ms > 0 AND f.floor_us IS NOT NULL
+             THEN greatest(1 - t.instances * f.floor_us / 1000 / t.total_ms, 0)
+             WHEN n.bound = 'latency' AND t.total_ms > 0 THEN 1
+             WHEN coalesce(n.pct_of_achievable, n.sol_pct) IS NOT NULL
+             THEN 1 - least(greatest(coalesce(n.pct_of_achievable, n.sol_pct) / 100, 0), 1) END AS saving_fraction,
+        CASE WHEN n.bound = 'latency' AND t.total_ms > 0 AND f.floor_us IS NOT NULL
+             THEN 'launch floor (' || f.key || ': ' || f.floor_us || ' us x ' || t.instances || ' launches)'
+             WHEN n.bound = 'latency' AND t.total_ms > 0
+             THEN 'launch floor, not measured on this hardware: the whole time, an upper bound'
+             WHEN n.pct_of_achievable IS NOT NULL THEN 'achievable roof'
+             WHEN n.sol_pct IS NOT NULL THEN 'datasheet roof' END AS amdahl_basis
     FROM keys k
     LEFT JOIN ncu n ON n.cell_id = k.cell_id AND n.kernel = k.kernel
     LEFT JOIN times t ON t.cell_id = k.cell_id AND t.kernel = k.kernel
     LEFT JOIN samples s ON s.cell_id = k.cell_id AND s.kernel = k.kernel
+    LEFT JOIN launch_floor f ON f.hardware = (SELECT any_value(hardware) FROM cells)
 )
-SELECT * EXCLUDE (roof_fraction),
-       time_share_pct * (1 - roof_fraction) AS amdahl_bound_pct,
-       total_ms * (1 - roof_fraction) AS amdahl_bound_ms
+SELECT * EXCLUDE (saving_fraction),
+       time_share_pct * saving_fraction AS amdahl_bound_pct,
+       total_ms * saving_fraction AS amdahl_bound_ms
 FROM joined;

@@ -12,6 +12,7 @@ SELECT
     sol_ceiling_key,
     pct_of_achievable,
     amdahl_ceiling_key,
+    amdahl_basis,
     bound,
     amdahl_bound_pct,
     amdahl_bound_ms,
