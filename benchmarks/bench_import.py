@@ -125,6 +125,7 @@ elif kind in ("perfreport", "perfreport-nohash"):  # -nohash: the provenance has
         class _NoHash:  # maps nothing either: the parse maps the report itself
             mapping = None
             def __init__(self, p): self.path = p
+            def data(self): return None  # the reader then maps the report itself
             def result(self): return "0" * 64
             def close(self): pass
         perfreport.ncu.rep.reader.FileHash = importer_module.FileHash = _NoHash
