@@ -168,7 +168,7 @@ def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -
     frontier = _page(example_site, "07-frontier.html")
     assert 'id="verdict-label">DRAFT<' in frontier and "krhpa:" in frontier
     summary = _page(example_site, "01-summary.html")
-    assert "largest Amdahl bound" in summary
+    assert "saves up to" in summary and "Assumption: down to its" in summary
     assert "workload.isl: 2048 vs 1024" in summary  # the two cells are not compared silently
 
 
@@ -182,12 +182,13 @@ def test_filled_campaign_renders_every_section(rich_site: RenderResult) -> None:
     steps = _page(rich_site, "03-step-budget.html")
     assert "host-bound: the host gap is" in steps and "step-budget-chart" in steps
     summary = _page(rich_site, "01-summary.html")
-    assert "largest Amdahl bound" in summary and "torch" in summary
+    assert "saves up to" in summary and "Assumption: down to its" in summary and "torch" in summary
     assert 'href="compare-workload.concurrency-1.html"' in summary
     compare = _page(rich_site, "compare-workload.concurrency-1.html")
     assert "except <strong>workload.concurrency</strong>" in compare
     frontier = _page(rich_site, "07-frontier.html")
-    assert "fp8 weights" in frontier and "Amdahl bound (time share x distance to roof)" in frontier
+    assert "fp8 weights" in frontier and "Kernels ranked by measured time saved" in frontier
+    assert "levers.yaml: hand-written estimates" in frontier
     times = _page(rich_site, "04-time-share.html")
     assert "cells without one" not in times
     index = (rich_site.site_dir / "index.html").read_text()

@@ -52,7 +52,8 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
             sol = f"— ({k['sol_ceiling_key']})"
         occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
         ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
-        times = f" ×{k['launches']}" if k["launches"] > 1 else ""
+        part = f" #{k['instance']}" if k.get("instance") else ""  # launches of one grid split by their work
+        times = part + (f" ×{k['launches']}" if k["launches"] > 1 else "")
         rows.append([
             _short(k["function"], 44 - len(times)) + times,
             k["family"], _duration(k["duration_ns"]), ai, _num(k["achieved_tflops"], ".1f"), sol, occ,
