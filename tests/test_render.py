@@ -236,3 +236,17 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
     assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html"])
     assert "kernels with measured arithmetic intensity (0)" in _page(result, "05-roofline.html")
     assert "No data yet." in _page(result, "04-time-share.html")
+
+
+def test_frontier_downloads_hold_the_table_they_are_named_for(example_site: RenderResult) -> None:
+    site = example_site.campaign_site
+    html = _page(example_site, "07-frontier.html")
+    levers = json.loads((site / "07-frontier.levers.json").read_text())
+    kernels = json.loads((site / "07-frontier.kernels.json").read_text())
+    assert [c["key"] for c in levers["columns"]][:3] == ["rank", "id", "lever"]
+    assert {r["id"] for r in levers["rows"]} >= {"fp8-gemm-prefill", "fuse-rmsnorm-residual-decode"}
+    assert [c["key"] for c in kernels["columns"]][:3] == ["rank", "cell_id", "label"]
+    assert all("saved_pct" in r for r in kernels["rows"])
+    # each download link sits under its own table's heading
+    assert html.index("Kernels ranked by measured time saved") < html.index('href="07-frontier.kernels.json"') \
+        < html.index("Levers (levers.yaml") < html.index('href="07-frontier.levers.json"')

@@ -288,7 +288,7 @@ def frontier_page(data: CampaignData) -> Page:
     levers = load_levers(camp)  # the one read of page 7: campaigns/<c>/levers.yaml, validated as a whole file
     view = build_view(camp, data, levers)
     page.context.update(next_lines=view.final_lines(), levers_missing=None if levers else MISSING_LEVERS)
-    page.add_table(Table("frontier", "Levers (levers.yaml: hand-written estimates) ranked by estimated value x ease",
+    page.add_table(Table("levers", "Levers (levers.yaml: hand-written estimates) ranked by estimated value x ease",
                          FRONTIER_COLUMNS, [
         {"rank": i, **v.as_row(), "evidence": ", ".join(v.spec.evidence) or None,
          "unlock": f"{v.spec.direction} ~{v.spec.fraction:.0%} (estimate)" + (", moves the roof" if v.spec.moves_roof

@@ -69,9 +69,11 @@ def _x_extent(model: RooflineModel) -> tuple[int, int]:
 
 
 def _roof_colors(model: RooflineModel) -> dict[str, str]:
-    compute = [r for r in model.roofs if not r.is_memory]
+    """Each datasheet roof its own colour; a measured (achievable) roof takes its datasheet roof's, dotted."""
+    compute = [r for r in model.roofs if not r.is_memory and r.measured_for is None]
     colors = {r.key: COMPUTE_COLORS[i % len(COMPUTE_COLORS)] for i, r in enumerate(compute)}
-    colors.update({r.key: ROOF_COLORS[r.level] for r in model.roofs if r.is_memory})
+    colors.update({r.key: ROOF_COLORS[r.level] for r in model.roofs if r.is_memory and r.measured_for is None})
+    colors.update({r.key: colors.get(r.measured_for, "#999999") for r in model.roofs if r.measured_for})
     return colors
 
 
@@ -81,31 +83,34 @@ def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str,
     traces: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     x0, x1 = 10.0**lo, 10.0**hi
-    peaks = [r.value for r in model.roofs if not r.is_memory] or [1.0]
+    peaks = [r.value for r in model.roofs if not r.is_memory and r.measured_for is None] or [1.0]
     colors = _roof_colors(model)
     mem = model.memory_roof
     for roof in model.roofs:
         color = colors[roof.key]
+        measured_mem = next((r for r in model.roofs if r.level == "dram" and r.measured_for), None)
         if roof.is_memory:
             ridge = max(peaks) / roof.value
             xs, ys = [x0, ridge], [x0 * roof.value, max(peaks)]
             label, unit = f"{roof.key} = {roof.value:g} TB/s", "TB/s"
             at = (x0 * 1.15, x0 * 1.15 * roof.value, "left")
         else:
-            start = roof.value / mem.value if mem is not None else x0
+            under = measured_mem if roof.measured_for and measured_mem is not None else mem  # its own ridge
+            start = roof.value / under.value if under is not None else x0
             xs, ys = [start, x1], [roof.value, roof.value]
             label, unit = f"{roof.key} = {roof.value:g} TFLOP/s", "TFLOP/s"
             at = (x1 / 1.15, roof.value, "right")
         traces.append(dict(
             type="scatter", x=xs, y=ys, mode="lines", name=roof.key, legendgroup="roofs",
-            legendgrouptitle=dict(text="roofs (key path)"),
-            line=dict(color=color, width=2, dash="solid" if roof.level in ("compute", "dram") else "dash"),
+            legendgrouptitle=dict(text="roofs (key path; dotted: measured)"),
+            line=dict(color=color, width=2, dash="dot" if roof.measured_for else
+                      "solid" if roof.level in ("compute", "dram") else "dash"),
             hovertemplate=f"{_t(roof.key)}: {roof.value:g} {unit}<extra></extra>",
         ))
         notes.append(dict(x=math.log10(at[0]), y=math.log10(at[1]), text=_t(label), showarrow=False,
                           xanchor=at[2], yanchor="bottom", font=dict(size=10, color=color)))
     if mem is not None:
-        ridges = [r for r in model.roofs if not r.is_memory]
+        ridges = [r for r in model.roofs if not r.is_memory and r.measured_for is None]
         traces.append(dict(
             type="scatter", x=[_r(r.value / mem.value) for r in ridges], y=[r.value for r in ridges],
             mode="markers", name="ridge points", legendgroup="roofs", showlegend=True,

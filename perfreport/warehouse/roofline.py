@@ -29,6 +29,7 @@ class Roof:
     key: str
     value: float
     level: str  # "compute" | "dram" | "l2" | "l1"
+    measured_for: str | None = None  # an achievable (measured) roof: the datasheet roof key it stands beside
 
     @property
     def is_memory(self) -> bool:
@@ -80,8 +81,8 @@ class RooflineModel:
 
     @property
     def memory_roof(self) -> Roof | None:
-        """Return the DRAM roof, if the hardware has one."""
-        return next((r for r in self.roofs if r.level == "dram"), None)
+        """Return the DRAM (datasheet) roof, if the hardware has one."""
+        return next((r for r in self.roofs if r.level == "dram" and r.measured_for is None), None)
 
 
 def _positive(v: Any) -> bool:
@@ -193,5 +194,13 @@ def build_roofline(
             flops=k.get("flops_total", (k.get("flops") or {}).get("total")), dram_bytes=k.get("dram_bytes"),
         ))
     roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
+    achievable: list[Roof] = []
+    for roof in roofs:  # what the GPU really reaches on each roof, drawn beside it (achievable_ceiling_map)
+        kind, unit = ("memory", "tbps") if roof.is_memory else ("compute", "tops" if roof.key.endswith("_tops")
+                                                                  else "tflops")
+        ach = ceilings.achievable_for(CeilingRef(roof.key, roof.value, kind, unit))  # type: ignore[arg-type]
+        if ach is not None:
+            achievable.append(Roof(ach.key, ach.value, roof.level, measured_for=roof.key))
+    roofs += achievable
     roofs += _level_roofs(ceilings, hardware, [k for k in rows if k.get("ai_measured")], notes)
     return RooflineModel(hardware, roofs, points, sorted(set(notes)))
