@@ -92,13 +92,13 @@ def test_every_page_opens_offline_without_errors(browser: Any, example_site: Ren
             visit.page.close()
 
 
-def test_roofline_draws_filled_and_hollow_points(browser: Any, example_site: RenderResult) -> None:
+def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site: RenderResult) -> None:
     kernels = []
     for cell in ("decode-b16-kv2048", "prefill-b8-s1024"):
         table = json.loads((example_site.campaign_site / f"cell-{cell}.kernels.json").read_text())
         kernels += table["rows"]
+    # every kernel has a --set full row: the --set basic rows of the same kernels are not drawn (no hollow strip)
     with_ai = sum(1 for k in kernels if k["arithmetic_intensity"] is not None)
-    without_ai = sum(1 for k in kernels if k["arithmetic_intensity"] is None)
     visit = Visit(browser, example_site.campaign_site / "05-roofline.html")
     try:
         visit.check_offline_and_clean()
@@ -107,12 +107,14 @@ def test_roofline_draws_filled_and_hollow_points(browser: Any, example_site: Ren
         markers = [t for t in traces if t["mode"] == "markers"]
         filled = sum(t["points"] for t in markers if t["symbol"] == "circle")
         hollow = sum(t["points"] for t in markers if t["symbol"] == "circle-open")
-        assert (filled, hollow) == (with_ai, without_ai) == (18, 18)
-        assert visit.page.locator("#roofline path.point").count() == with_ai + without_ai
+        ridges = sum(t["points"] for t in markers if t["name"] == "ridge points")
+        assert (filled, hollow, ridges) == (with_ai, 0, 2) == (20, 0, 2)
+        assert visit.page.locator("#roofline path.point").count() == filled + ridges  # L2/L1 points: legend-only
         roofs = {t["name"] for t in traces if t["mode"] == "lines"}
         assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops",
-                         "h200_sm90.empirical.l2_tbps"}
-        assert visit.page.get_by_text("AI unmeasured band").count() == 1
+                         "h200_sm90.empirical.l2_tbps", "h200_sm90.empirical.bf16_gemm_burst_tflops",
+                         "h200_sm90.empirical.device_copy_tbps"}
+        assert visit.page.get_by_text("SM busy % (AI unmeasured").count() == 0
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "05-roofline.png"
         visit.page.locator("#roofline").screenshot(path=str(shot))
@@ -133,7 +135,7 @@ def test_legend_click_hides_a_cell(browser: Any, example_site: RenderResult) -> 
         entry.locator("rect.legendtoggle").click()  # plotly waits out its double-click delay, then redraws
         visit.page.wait_for_function(f"document.querySelectorAll('#roofline path.point').length < {before}",
                                      timeout=5000)
-        assert visit.page.locator("#roofline path.point").count() == before - hidden == 28
+        assert visit.page.locator("#roofline path.point").count() == before - hidden == 22 - 9
     finally:
         visit.page.close()
 

@@ -59,7 +59,7 @@ def test_freshness_check_fails_on_a_stale_copy_and_names_the_fix(tmp_path: Path)
 
 def test_readme_tour_shows_the_real_import_with_repository_paths() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"wrote {CAMPAIGN}/cells/decode-b16-kv2048/ncu_kernels.json\n```" in readme
+    assert f"wrote {CAMPAIGN}/cells/decode-b16-kv2048/ncu_kernels.json\nnext lever (campaign): " in readme
     source = "captures/decode/layer_full.ncu-rep.gz"  # a capture inside the campaign is known by its path there
     assert f"h200-decoder-layer / decode-b16-kv2048 ← {source} [ncu-rep, set full]\n" in readme
     assert "/tmp" not in readme and str(ROOT) not in readme

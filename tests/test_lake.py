@@ -140,7 +140,7 @@ def test_strict_fails_listing_every_problem_and_writes_nothing(example: Path, tm
 def test_dry_run_writes_nothing(example: Path, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     result = run_cli("publish-to-lake", "--campaign", str(example), "--lake", str(lake), "--dry-run", ok=True)
-    assert "would write (dry run, nothing written) 36 kernels, 2 cells, 4 captures" in result.output
+    assert "would write (dry run, nothing written) 39 kernels, 2 cells, 4 captures" in result.output
     assert f"cells[{DECODE}].context.serving.max_num_seqs: missing" in result.output
     assert not lake.exists()
 
@@ -148,7 +148,7 @@ def test_dry_run_writes_nothing(example: Path, tmp_path: Path) -> None:
 def test_non_strict_records_problems_and_incomplete_context(published: Path) -> None:
     rows = cli_query(published, "SELECT cell_id, kernel_id, context_complete, problems FROM kernels "
                                 "ORDER BY cell_id, kernel_id")
-    assert len(rows) == 36
+    assert len(rows) == 39
     assert all(r["context_complete"] is False for r in rows)
     k0 = next(r for r in rows if r["cell_id"] == DECODE and r["kernel_id"] == "k000")
     assert f"cells[{DECODE}].context.serving.max_num_seqs: missing" in k0["problems"]
@@ -164,12 +164,12 @@ def test_publish_twice_replaces_rows_and_ledger_has_one_row_per_publish(publishe
     counts = cli_query(published, "SELECT (SELECT count(*) FROM kernels) k, (SELECT count(*) FROM cells) c, "
                                   "(SELECT count(*) FROM captures) s, "
                                   "(SELECT count(DISTINCT cell_id || kernel_id) FROM kernels) uk")
-    assert counts == [{"k": 36, "c": 2, "s": 4, "uk": 36}]
+    assert counts == [{"k": 39, "c": 2, "s": 4, "uk": 39}]
     ledger = cli_query(published, "SELECT * FROM publications ORDER BY published_at")
     assert len(ledger) == 2
     assert ledger[0]["publication_id"] == ledger[1]["publication_id"]  # same content -> same id
     assert ledger[0]["publication_id"].startswith("pub-")
-    assert ledger[0]["who"] == "tester" and ledger[0]["kernel_rows"] == 36 and ledger[0]["incomplete_cells"] == 2
+    assert ledger[0]["who"] == "tester" and ledger[0]["kernel_rows"] == 39 and ledger[0]["incomplete_cells"] == 2
     assert sorted(ledger[0]["cells"]) == sorted([DECODE, PREFILL])
     ids = cli_query(published, "SELECT DISTINCT publication_id FROM kernels")
     assert ids == [{"publication_id": ledger[0]["publication_id"]}]
@@ -194,7 +194,7 @@ def test_query_values_match_ncu_kernels_json(example: Path, published: Path) -> 
         "Llama-3-8B decoder-layer shapes (synthetic weights)", "bf16", 1, 16, "L2", 1)
     basic = cli_query(published, "SELECT count(*) n, count(arithmetic_intensity) ai, count(sol_pct) sol, "
                                  "min(sol_pct_note) note FROM kernels WHERE section_set = 'basic'")
-    assert basic == [{"n": 18, "ai": 0, "sol": 0, "note": "not measured (basic set)"}]
+    assert basic == [{"n": 19, "ai": 0, "sol": 0, "note": "not measured (basic set)"}]
     captures = cli_query(published, f"SELECT source_id, sha256, ncu_version FROM captures WHERE cell_id = '{DECODE}' "
                                     "ORDER BY source_id")
     assert captures == [{"source_id": s["id"], "sha256": s["sha256"], "ncu_version": s["ncu_version"]}
@@ -203,7 +203,7 @@ def test_query_values_match_ncu_kernels_json(example: Path, published: Path) -> 
 
 def test_query_csv_and_table_formats(published: Path) -> None:
     csv_out = cli_query(published, "SELECT cell_id, count(*) n FROM kernels GROUP BY 1 ORDER BY 1", fmt="csv")
-    assert csv_out.splitlines() == ["cell_id,n", f"{DECODE},20", f"{PREFILL},16"]
+    assert csv_out.splitlines() == ["cell_id,n", f"{DECODE},21", f"{PREFILL},18"]
     table = cli_query(published, "SELECT count(*) AS n FROM cells", fmt="table")
     assert "n" in table and "2" in table
     bad = run_cli("lake", "query", "--lake", str(published), "SELECT * FROM nope", ok=False)
@@ -228,7 +228,7 @@ def test_strict_passes_when_context_filled_and_every_kernel_has_sol(tmp_path: Pa
     lake = tmp_path / "lake"
     result = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--strict", "--who", "ci",
                      ok=True)
-    assert "wrote 18 kernels, 2 cells, 2 captures, 1 publications" in result.output
+    assert "wrote 20 kernels, 2 cells, 2 captures, 1 publications" in result.output
     assert lake_query(lake, "SELECT strict, problem_count, who FROM publications").rows == [(True, 0, "ci")]
     assert (lake / "catalog.db").is_file() and (lake / "warehouse" / "perfreport" / "kernels").is_dir()
 
@@ -238,7 +238,7 @@ def test_republishing_one_cell_keeps_the_others(example: Path, tmp_path: Path) -
     publish_to_lake(example, lake=lake)
     publish_to_lake(example, lake=lake, cell_ids=[DECODE])
     rows = lake_query(lake, "SELECT cell_id, count(*) FROM kernels GROUP BY 1 ORDER BY 1").rows
-    assert rows == [(DECODE, 20), (PREFILL, 16)]
+    assert rows == [(DECODE, 21), (PREFILL, 18)]
 
 
 def test_concurrent_publishers_of_different_cells_both_land(example: Path, tmp_path: Path) -> None:
@@ -259,7 +259,7 @@ def test_concurrent_publishers_of_different_cells_both_land(example: Path, tmp_p
         t.join()
     assert errors == []
     rows = lake_query(lake, "SELECT cell_id, count(*) FROM kernels GROUP BY 1 ORDER BY 1").rows
-    assert rows == [(DECODE, 20), (PREFILL, 16)]
+    assert rows == [(DECODE, 21), (PREFILL, 18)]
     assert lake_query(lake, "SELECT count(*) FROM publications").rows == [(3,)]
 
 

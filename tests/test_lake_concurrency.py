@@ -116,8 +116,8 @@ def test_four_publishers_of_25_cells_each_land_exactly_100_cells(tmp_path: Path)
         assert code == 0, out
         assert "wrote 100 kernels, 25 cells, " in out and "one atomic commit of all tables" in out
     sources = sum(len(json.loads(p.read_text())["sources"]) for p in camp.glob("cells/*/ncu_kernels.json"))
-    assert sources == 120  # cells whose 4 kernels straddle two captures have two
-    assert lake_query(lake, TABLE_ROWS).rows == [(400, 100, 120, 4)]
+    assert sources == 137  # cells whose 4 kernels straddle two captures have two
+    assert lake_query(lake, TABLE_ROWS).rows == [(400, 100, sources, 4)]
     unique = lake_query(lake, "SELECT count(DISTINCT (campaign, cell_id, kernel_id)), count(DISTINCT (campaign, "
                               "cell_id)) FROM kernels").rows
     assert unique == [(400, 100)]
@@ -153,12 +153,12 @@ def test_same_cell_two_publishers_one_wins_the_other_gets_a_conflict(tmp_path: P
             f"(publication {ledger[0][1]} by '{winner}' at ") in out
     assert f"publications snapshot {snapshot}). Nothing was written by this publish" in out
     assert "run publish_to_lake again" in out
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 2)]
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]
     assert lake_query(lake, f"SELECT count(DISTINCT kernel_id) FROM kernels WHERE cell_id = '{DECODE}'").rows == [
-        (20,)]
+        (21,)]
     assert lake_query(lake, "SELECT who FROM publications ORDER BY published_at").rows == [("first",), (winner,)]
     publish_to_lake(camp, lake=lake, who=loser, cell_ids=[DECODE])
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 3)]  # a sequential re-publish simply replaces
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 3)]  # a sequential re-publish simply replaces
     assert lake_query(lake, "SELECT who FROM publications ORDER BY published_at DESC LIMIT 1").rows == [(loser,)]
 
 
@@ -180,7 +180,7 @@ def test_kill_9_during_publish_leaves_the_old_cells_whole(point: str, tmp_path: 
     assert proc.wait(timeout=30) == -signal.SIGKILL
     assert catalog_rows(lake) == pointers  # the catalog still points at the first publish's metadata
     assert len([p for p in staged if "00002-" in p.name]) == 4  # the killed writer had written its 4 new ones
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 1)]
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 1)]
     for table in ("kernels", "cells"):
         assert lake_query(lake, f"SELECT DISTINCT cache FROM {table}").rows == [("warm",)], table
     for table, pairs in cell_publication_ids(lake).items():
@@ -188,7 +188,7 @@ def test_kill_9_during_publish_leaves_the_old_cells_whole(point: str, tmp_path: 
     assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "publications")] == [1, 1, 1, 1]
     again = publish_to_lake(camp, lake=lake, who="again")  # the next publish just works
     assert again.publication_id != first.publication_id
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 2)]
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]
     assert lake_query(lake, "SELECT DISTINCT k.cache, c.cache FROM kernels k JOIN cells c USING (cell_id)").rows == [
         ("cold", "cold")]
     for table, pairs in cell_publication_ids(lake).items():
@@ -239,7 +239,7 @@ def test_duckdb_reads_the_same_rows_as_pyiceberg(tmp_path: Path) -> None:
     for name, order in orders.items():
         ours = lake_query(lake, f"SELECT * FROM {name} ORDER BY {order}")
         theirs = duckdb_rows(tables[name], order)
-        assert len(theirs) == len(ours.rows) == {"kernels": 36, "cells": 2, "captures": 4, "publications": 2}[name]
+        assert len(theirs) == len(ours.rows) == {"kernels": 39, "cells": 2, "captures": 4, "publications": 2}[name]
         assert theirs == ours.rows, name
     gemm = duckdb_rows(tables["kernels"], "sol_pct DESC NULLS LAST")[0]
     cols = lake_query(lake, "SELECT * FROM kernels LIMIT 0").columns
@@ -259,7 +259,7 @@ def test_named_catalog_from_pyiceberg_environment(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("PERFREPORT_LAKE", "catalog:team")
     out = run_cli("lake", "query", "--format", "csv", "SELECT cell_id, count(*) n FROM kernels GROUP BY 1 ORDER BY 1",
                   ok=True)
-    assert out.output.splitlines() == ["cell_id,n", f"{DECODE},20", f"{PREFILL},16"]
+    assert out.output.splitlines() == ["cell_id,n", f"{DECODE},21", f"{PREFILL},18"]
     rows = sqlite3.connect(tmp_path / "team.db").execute(
         "SELECT catalog_name, table_namespace, table_name FROM iceberg_tables ORDER BY 3").fetchall()
     assert rows == [("team", NAMESPACE, t) for t in ("captures", "cells", "kernels", "publications")]
@@ -290,13 +290,13 @@ def test_relocate_a_copied_lake_then_query_time_travel_and_publish(tmp_path: Pat
     assert lake_query(new, sql).rows == before
     assert lake_query(new, "SELECT DISTINCT cache FROM kernels", snapshot=first).rows == [("warm",)]
     tables = load_tables(open_catalog(new), ["kernels"])
-    assert len(duckdb_rows(tables["kernels"], "cell_id")) == 36
+    assert len(duckdb_rows(tables["kernels"], "cell_id")) == 39
     assert all(str(new) in f for f in (p.removeprefix("file://") for p in
                                        tables["kernels"].inspect.files().column("file_path").to_pylist()))
     again = run_cli("lake", "relocate", "--lake", str(new))
     assert again.exit_code == 0 and "already at its place" in again.output
     publish_to_lake(camp, lake=new)
-    assert lake_query(new, TABLE_ROWS).rows == [(36, 2, 4, 3)]
+    assert lake_query(new, TABLE_ROWS).rows == [(39, 2, 4, 3)]
     assert not (tmp_path / "old").exists()  # nothing was written back to the old place
 
 
@@ -361,7 +361,7 @@ def test_catalog_without_multi_table_commit_commits_table_by_table(tmp_path: Pat
     publish_to_lake(camp, lake=lake)
     out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--cell-id", DECODE, ok=True)
     assert "committed: one commit per table, the ledger last, attempt 1" in out.output
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 2)]
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]
     assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "publications")] == [2, 2, 2, 2]
 
 
@@ -379,7 +379,7 @@ def test_publish_adds_new_columns_to_an_older_lake_in_the_same_commit(tmp_path: 
                                               properties=TABLE_PROPERTIES) as tx, tx.update_spec() as spec:
             spec.add_identity("campaign")
     publish_to_lake(camp, lake=lake, who="evolved")
-    assert lake_query(lake, TABLE_ROWS).rows == [(36, 2, 4, 1)]
+    assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 1)]
     assert lake_query(lake, "SELECT (SELECT min(who) FROM publications), (SELECT count(DISTINCT family) FROM "
                             "kernels), (SELECT count(gpu) FROM captures)").rows == [("evolved", 5, 4)]
     assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "publications")] == [1, 1, 1, 1]

@@ -37,7 +37,7 @@ def test_history_one_commit_per_publish_and_time_travel(tmp_path: Path) -> None:
     ledger_first = lake_history(lake, "publications")[0].snapshot_id  # appended last: every table committed
     assert lake_query(lake, sql, snapshot=ledger_first).rows == [("warm", "warm")]
     out = run_cli("lake", "history", "--lake", str(lake), "--table", "kernels", ok=True)
-    assert str(kernels_first) in out.output and "added-records 36" in out.output
+    assert str(kernels_first) in out.output and "added-records 39" in out.output
     out = run_cli("lake", "query", "--lake", str(lake), "--snapshot", str(first.snapshot_id), "--format", "csv",
                   "SELECT DISTINCT cache FROM cells", ok=True)
     assert out.output.splitlines() == ["cache", "warm"]

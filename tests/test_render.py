@@ -141,15 +141,21 @@ def test_render_is_deterministic(example_campaign: Path, example_site: RenderRes
     assert _files(again.site_dir) == _files(example_site.site_dir)
 
 
-def test_roofline_page_draws_18_filled_and_18_hollow_points_and_says_so(example_site: RenderResult) -> None:
+def test_roofline_page_draws_one_point_per_kernel_per_cell_and_says_so(example_site: RenderResult,
+                                                                         example_campaign: Path) -> None:
     html = _page(example_site, "05-roofline.html")
     figures = [i for i in outline(html) if i[0] == "plotly"]
     assert [f[1] for f in figures] == ["roofline"]
     data = figures[0][2]
     filled = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle")
     hollow = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle-open")
-    assert (filled, hollow) == (18, 18)
-    assert "kernels with measured arithmetic intensity (18)" in html and "kernels without it (18;" in html
+    # every kernel of both cells has a --set full row: the --set basic rows of the same kernels are not drawn
+    full = sum(1 for cell in ("prefill-b8-s1024", "decode-b16-kv2048")
+               for k in json.loads((example_campaign / "cells" / cell / "ncu_kernels.json").read_text())["kernels"]
+               if k["ai_measured"])
+    assert (filled, hollow) == (full, 0) == (20, 0)
+    assert "kernels with measured arithmetic intensity (20)" in html and "kernels without it (0;" in html
+    assert "kernel row(s) of a poorer capture" in html
 
 
 def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -> None:
@@ -162,7 +168,7 @@ def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -
     frontier = _page(example_site, "07-frontier.html")
     assert 'id="verdict-label">DRAFT<' in frontier and "krhpa:" in frontier
     summary = _page(example_site, "01-summary.html")
-    assert "largest Amdahl bound" in summary
+    assert "saves up to" in summary and "Assumption: down to its" in summary
     assert "workload.isl: 2048 vs 1024" in summary  # the two cells are not compared silently
 
 
@@ -176,12 +182,13 @@ def test_filled_campaign_renders_every_section(rich_site: RenderResult) -> None:
     steps = _page(rich_site, "03-step-budget.html")
     assert "host-bound: the host gap is" in steps and "step-budget-chart" in steps
     summary = _page(rich_site, "01-summary.html")
-    assert "largest Amdahl bound" in summary and "torch" in summary
+    assert "saves up to" in summary and "Assumption: down to its" in summary and "torch" in summary
     assert 'href="compare-workload.concurrency-1.html"' in summary
     compare = _page(rich_site, "compare-workload.concurrency-1.html")
     assert "except <strong>workload.concurrency</strong>" in compare
     frontier = _page(rich_site, "07-frontier.html")
-    assert "fp8 weights" in frontier and "Amdahl bound (time share x distance to roof)" in frontier
+    assert "fp8 weights" in frontier and "Kernels ranked by measured time saved" in frontier
+    assert "levers.yaml: hand-written estimates" in frontier
     times = _page(rich_site, "04-time-share.html")
     assert "cells without one" not in times
     index = (rich_site.site_dir / "index.html").read_text()
@@ -229,3 +236,17 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
     assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html"])
     assert "kernels with measured arithmetic intensity (0)" in _page(result, "05-roofline.html")
     assert "No data yet." in _page(result, "04-time-share.html")
+
+
+def test_frontier_downloads_hold_the_table_they_are_named_for(example_site: RenderResult) -> None:
+    site = example_site.campaign_site
+    html = _page(example_site, "07-frontier.html")
+    levers = json.loads((site / "07-frontier.levers.json").read_text())
+    kernels = json.loads((site / "07-frontier.kernels.json").read_text())
+    assert [c["key"] for c in levers["columns"]][:3] == ["rank", "id", "lever"]
+    assert {r["id"] for r in levers["rows"]} >= {"fp8-gemm-prefill", "fuse-rmsnorm-residual-decode"}
+    assert [c["key"] for c in kernels["columns"]][:3] == ["rank", "cell_id", "label"]
+    assert all("saved_pct" in r for r in kernels["rows"])
+    # each download link sits under its own table's heading
+    assert html.index("Kernels ranked by measured time saved") < html.index('href="07-frontier.kernels.json"') \
+        < html.index("Levers (levers.yaml") < html.index('href="07-frontier.levers.json"')

@@ -65,7 +65,7 @@ def test_warehouse_ncu_kernels_columns_are_the_table() -> None:
     got = con.execute("SELECT column_name, data_type FROM information_schema.columns "
                       "WHERE table_name = 'ncu_kernels' ORDER BY ordinal_position").fetchall()
     want = [("cell_id", "VARCHAR"), ("section_set", "VARCHAR"), ("flops_total", "DOUBLE")] + [
-        (f.column or f.name, f.duckdb_type()) for f in row.KERNEL_ROW if f.warehouse]
+        (f.column or f.name, f.duckdb_type()) for f in row.KERNEL_ROW if f.warehouse] + [("kernel", "VARCHAR")]
     assert got == want
     assert ("kernel_id", "VARCHAR") in got and ("launch_ids", "INTEGER[]") in got and ("stats", "JSON") in got
 
@@ -113,9 +113,10 @@ def test_golden_kernels_have_exactly_the_table_fields(path: Path) -> None:
 def test_aggregation_lists_come_from_the_table() -> None:
     from perfreport.ncu import aggregate
 
-    assert len(aggregate.STAT_FIELDS) == 25 and "duration_ns" in aggregate.STAT_FIELDS
+    assert len(aggregate.STAT_FIELDS) == 26 and "duration_ns" in aggregate.STAT_FIELDS
     assert set(aggregate.CONSTANT_FIELDS) == {"family", "tensor_dtype", "block_limits", "block_limit_factor",
-                                              "sol_ceiling_key", "family_ceiling_key", "dram_bytes_method"}
+                                              "sol_ceiling_key", "family_ceiling_key", "dram_bytes_method",
+                                              "achievable_key"}
     assert set(aggregate.DICT_FIELDS) == {"flops", "tensor_ops_by_dtype", "warp_stalls_pct", "ncu_peaks"}
     assert all(row.FIELDS[f].unit for f in aggregate.STAT_FIELDS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from conftest import run_cli
 
 from perfreport.config.campaign import load_campaign
 from perfreport.errors import ConfigError
+from perfreport.frontier.candidates import rank_campaign
 from perfreport.frontier.levers import LeverSpec, load_levers, load_schema, rank_frontier, value_lever
 from perfreport.frontier.value_view import HEADING, build_view, replace_section, update_handoff, value_view
 from perfreport.site.render import report_render
@@ -159,6 +161,10 @@ def test_ranking_order_open_by_score_then_settled() -> None:
     assert [v.score for v in ranked[:3]] == [pytest.approx(15.0), pytest.approx(11.25), pytest.approx(2.5)]
 
 
+def _top(campaign: Path) -> Any:
+    return next(k for k in rank_campaign(gather(campaign)) if k.saved_pct)
+
+
 def test_example_campaign_ranking_uses_the_warehouse(example_campaign: Path) -> None:
     view = value_view(example_campaign)
     assert [v.spec.id for v in view.levers] == EXAMPLE_ORDER
@@ -171,8 +177,12 @@ def test_example_campaign_ranking_uses_the_warehouse(example_campaign: Path) -> 
     splitk = next(v for v in view.levers if v.spec.id == "gemm-no-splitk-decode")
     amdahl = sum(r["amdahl_bound_pct"] for r in join if r["cell_id"] == DECODE and "splitK" in r["function"])
     assert splitk.bound_pct == pytest.approx(amdahl) and splitk.value_pct <= amdahl
-    assert view.final_lines()[0].startswith("next lever: fp8-gemm-prefill: FP8 (e4m3) weights")
-    assert view.gate.startswith("ncu --set full of the prefill cell") and not view.exhausted
+    # the next lever is the first of the one ranking (measured), with levers.yaml's lever for it named an estimate
+    top = _top(example_campaign)
+    assert view.final_lines()[0].startswith(f"next lever: {top.headline()}")
+    match = next(v for v in view.open if v.spec.id == "fuse-rmsnorm-residual-decode")
+    assert f"levers.yaml proposes {match.spec.id}" in view.next_lever and "(an estimate: ~" in view.next_lever
+    assert view.gate == match.spec.gate and not view.exhausted
 
 
 # --- output: always ends with the next lever; "exhausted" needs a documented wall ----------------------------
@@ -182,9 +192,11 @@ def test_cli_output_ends_with_next_lever_unlock_and_gate(example_campaign: Path)
     out = run_cli("value_view", "--campaign", str(example_campaign), ok=True).output
     last = out.rstrip("\n").splitlines()[-3:]
     assert [line.split(":")[0] for line in last] == ["next lever", "expected unlock", "gate"]
-    assert last[0].startswith("next lever: fp8-gemm-prefill")
-    assert "~35% of the matched kernels' time = 31." in last[1]
+    top = _top(example_campaign)
+    assert last[0].startswith(f"next lever: {top.headline()}")
+    assert last[1].startswith(f"expected unlock: up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline")
     assert "exhausted" not in out
+    assert "kernels by measured time saved (the one ranking; top 10)" in out
 
 
 def test_empty_frontier_without_a_wall_is_not_exhausted(camp: Path) -> None:
@@ -193,12 +205,10 @@ def test_empty_frontier_without_a_wall_is_not_exhausted(camp: Path) -> None:
     out = run_cli("value_view", "--campaign", str(camp), ok=True).output
     assert "exhausted" not in out.lower()
     last = out.rstrip("\n").splitlines()[-3:]
-    assert last[0].startswith("next lever: none open: no lever is open in levers.yaml and no "
-                              "speed-of-light wall is documented (sol_wall:), so the search is not over; from "
-                              "the warehouse: nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT in prefill-b8-s1024")
-    assert last[1] == "expected unlock: up to 8.3% of prefill-b8-s1024's time (its Amdahl bound)"
-    assert last[2] == ("gate: near its dtype roof: only lower precision or less work moves it; write it into "
-                       "levers.yaml with the measurement that proves or refutes it")
+    top = _top(camp)
+    assert last[0] == f"next lever: {top.headline()}"  # no open lever matches it: none named
+    assert last[1].startswith(f"expected unlock: up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline")
+    assert last[2] == f"gate: {top.action}; write it into levers.yaml with the measurement that proves or refutes it"
 
 
 def test_exhausted_only_with_an_empty_frontier_and_a_documented_wall(camp: Path) -> None:
@@ -210,22 +220,28 @@ def test_exhausted_only_with_an_empty_frontier_and_a_documented_wall(camp: Path)
     write_levers(camp, {"schema_version": 1, "sol_wall": wall, "levers": [
         lever(status="banked", evidence=["bench/fused.md"])]})
     code, out = run_cli("value_view", "--campaign", str(camp))
-    last = out.rstrip("\n").splitlines()[-3:]
+    assert code == 0 and "exhausted" not in out  # a wall, but a measured kernel still has time to give back
+    # every kernel at its floor: only then does the documented wall end the search
+    data = gather(camp)
+    at_floor = replace(data, join=[{**r, "amdahl_bound_pct": 0.0 if r.get("amdahl_bound_pct") is not None else None,
+                                    "ncu_share_pct": None} for r in data.join])
+    view = build_view(load_campaign(camp), at_floor, load_levers(load_campaign(camp)))
+    last = view.final_lines()
     assert last[0] == ("next lever: none: the frontier is exhausted at the documented speed-of-light wall: every "
                        "kernel over 2% of the step is within 10% of its roof")
     assert last[1].startswith("expected unlock: none beyond the speed-of-light wall")
     assert last[2].startswith("gate: re-open a lever in levers.yaml")
-    view = value_view(camp)
     assert view.exhausted and view.open == [] and [v.spec.id for v in view.closed] == ["l1"]
 
 
 def test_missing_levers_file_warns_and_falls_back_to_the_warehouse(camp: Path) -> None:
     (camp / "levers.yaml").unlink()
-    view = build_view(load_campaign(camp), gather(camp).join, None)
+    data = gather(camp)
+    view = build_view(load_campaign(camp), data, None)
     assert view.warnings == [f"{camp / 'levers.yaml'}: not found; write it (docs/frontier.md) to track levers, "
                              f"their gates and status"]
-    assert view.next_lever.startswith("none open: no lever is open in levers.yaml") and not view.exhausted
-    empty = build_view(load_campaign(camp), [], None)
+    assert view.next_lever == _top(camp).headline() and not view.exhausted
+    empty = build_view(load_campaign(camp), replace(data, join=[]), None)
     assert empty.next_lever.startswith("none known:") and "exhausted" not in " ".join(empty.final_lines())
 
 
@@ -237,7 +253,10 @@ def test_json_output_matches_its_schema(example_campaign: Path) -> None:
     jsonschema.validate(doc, schema)
     assert doc["schema_version"] == 1 and [r["id"] for r in doc["levers"]] == EXAMPLE_ORDER
     assert [r["rank"] for r in doc["levers"]] == list(range(1, 9))
-    assert doc["next_lever"].startswith("fp8-gemm-prefill") and doc["exhausted"] is False
+    top = _top(example_campaign)
+    assert doc["next_lever"].startswith(top.headline()) and doc["exhausted"] is False
+    assert (doc["next_kernel"]["cell_id"], doc["next_kernel"]["label"]) == (top.cell_id, top.label)
+    assert doc["kernels"][0] == doc["next_kernel"] and doc["next_kernel"]["saved_pct"] == pytest.approx(top.saved_pct)
 
 
 # --- HANDOFF.md ---------------------------------------------------------------------------------------------
@@ -276,7 +295,7 @@ def test_handoff_replaces_only_the_frontier_section(example_campaign: Path, tmp_
     assert "- decode-sdpa-tensor-core-path (refuted): the kernel is HBM-bound at 88.5%" in section
     assert "(fp8-kv-decode-attention); evidence: cells/decode-b16-kv2048/ncu_kernels.json, captures/" in section
     assert [line[:13] for line in section.rstrip("\n").splitlines()[-3:]] == [
-        "- next lever:", "- expected un", "- gate: ncu -"]
+        "- next lever:", "- expected un", "- gate: decod"]
     assert "`regex:^vectorized_(layer_norm\\|elementwise)_kernel$`" in section  # a pipe never splits a cell
     update_handoff(path, value_view(example_campaign))
     assert path.read_bytes().decode() == text  # idempotent
@@ -307,7 +326,7 @@ def test_page_7_shows_levers_rubric_label_and_problems(camp: Path, tmp_path: Pat
     assert "&#39;high&#39; (not an integer 1..4)" in html  # the rubric shows what is wrong in place
     assert "4 · vendor production library (cuBLAS/cuBLASLt, cuDNN)" in html
     assert html.index("fp8-gemm-prefill") < html.index("fp8-gemm-decode") < html.index("fa3-prefill-attention")
-    assert "next lever: fp8-gemm-prefill" in html
+    assert f"next lever: {_top(camp).label} in {_top(camp).cell_id}" in html
 
     doc["krhpa"]["candidate"]["H"] = 4
     doc["krhpa"]["candidate"]["P"] = 4

@@ -102,11 +102,12 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
           --cell-id decode-b16-kv2048 --bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz
     """
     from perfreport.cli.printing import print_import_summary
+    from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import import_ncu
 
     result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
                         rep_reader=rep_reader, replace=replace)
-    print_import_summary(result, as_json=as_json)
+    print_import_summary(result, as_json=as_json, next_lever=campaign_next_lever(campaign_dir))
 
 
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
@@ -188,11 +189,12 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
     from perfreport.timeshare.step_budget import import_step_budget
 
     target, budget = import_step_budget(bundle_dir, path, step_regex)
+    for w in budget.warnings:
+        click.echo(f"warning: {w}", err=True)
     busy = sum(s["gpu_busy_ms"] for s in budget.steps)
     gap = sum(s["host_gap_ms"] for s in budget.steps)
-    share = 100.0 * gap / (busy + gap) if busy + gap > 0 else 0.0
     click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
-               f"({share:.1f}% host); wrote step_budget into {target}")
+               f"({budget.host_share_pct:.1f}% host, time-weighted); wrote step_budget into {target}")
 
 
 @cli.command(name="query")
@@ -288,6 +290,7 @@ def bundle_init_cmd(bundle_id: str, root: Path) -> None:
 def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
     """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
     from perfreport.cli.printing import print_import_summary, print_render_summary, print_timeshare_summary
+    from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import ImportResult
     from perfreport.site.render import report_render
     from perfreport.warehouse.campaign_import import import_campaign
@@ -297,6 +300,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
             print_import_summary(result, as_json=False)
         else:
             print_timeshare_summary(result)
+    click.echo(f"next lever (campaign): {campaign_next_lever(campaign_dir)}")
     print_render_summary(report_render(campaign_dir, out_dir))
 
 
@@ -310,7 +314,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
                    "Example: --handoff experiments/artifacts/inference-perf-bench/h200-decode/HANDOFF.md")
 @click.option("--strict", is_flag=True, help="Unknown keys in config.yaml or levers.yaml become errors.")
 def value_view_cmd(campaign_dir: Path, as_json: bool, handoff: Path | None, strict: bool) -> None:
-    """Rank the campaign's levers.yaml by value x cost (bounded by Amdahl) and name the next lever and its gate.
+    """Rank the campaign's kernels by measured time saved and its levers.yaml estimates; name the next lever.
 
     \b
     Example:

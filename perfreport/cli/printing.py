@@ -52,7 +52,8 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
             sol = f"— ({k['sol_ceiling_key']})"
         occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
         ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
-        times = f" ×{k['launches']}" if k["launches"] > 1 else ""
+        part = f" #{k['instance']}" if k.get("instance") else ""  # launches of one grid split by their work
+        times = part + (f" ×{k['launches']}" if k["launches"] > 1 else "")
         rows.append([
             _short(k["function"], 44 - len(times)) + times,
             k["family"], _duration(k["duration_ns"]), ai, _num(k["achieved_tflops"], ".1f"), sol, occ,
@@ -61,13 +62,15 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def print_import_summary(result: ImportResult, as_json: bool, console: Console | None = None) -> None:
-    """Print what an import wrote: a rich table, or a JSON object for machines."""
+def print_import_summary(result: ImportResult, as_json: bool, console: Console | None = None,
+                         next_lever: str | None = None) -> None:
+    """Print what an import wrote: a rich table, or a JSON object for machines; then the campaign's next lever
+    (frontier.candidates: the same one page 1, page 7 and value_view name)."""
     if as_json:
         print(json.dumps({
             "path": str(result.path), "campaign": result.campaign, "cell_id": result.cell_id,
             "sources": [s["id"] for s in result.sources], "kernels": len(result.kernels),
-            "warnings": result.warnings,
+            "warnings": result.warnings, "next_lever": next_lever,
         }, sort_keys=True))
         return
     console = console or _console(170)
@@ -83,6 +86,8 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
     for w in result.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
     console.print(_safe(f"wrote {result.path}"))
+    if next_lever is not None:
+        console.print(_safe(f"next lever (campaign): {next_lever}"))
 
 
 if TYPE_CHECKING:
@@ -204,14 +209,24 @@ def print_value_view(view: ValueView, as_json: bool = False) -> None:
     for w in view.warnings:
         click.echo(f"warning: {w}", err=True)
     console = _console(170)
+    if view.kernels:
+        ranked = Table(title=_safe(f"{view.campaign}: kernels by measured time saved (the one ranking; top 10)"),
+                       title_justify="left")
+        for col in ("#", "cell", "kernel", "% of roof", "time saved", "assumption"):
+            ranked.add_column(col, justify="right" if col in ("#", "% of roof", "time saved") else "left")
+        for i, k in enumerate(view.kernels[:10], start=1):
+            ranked.add_row(str(i), k.cell_id, _short(k.label, 48), pct_text(k.pct_of_roof), pct_text(k.saved_pct),
+                           _safe(k.basis))
+        console.print(ranked)
     if not view.levers:
         for line in view.final_lines():
             click.echo(line)
         return
-    table = Table(title=_safe(f"{view.campaign}: levers ranked by value x ease ({view.levers_path.name})"),
+    table = Table(title=_safe(f"{view.campaign}: levers ranked by estimated value x ease ({view.levers_path.name}: "
+                              f"hand-written estimates)"),
                   title_justify="left")
-    for col in ("#", "lever", "status", "kernel", "cell", "value", "bound", "cost", "score", "gate / why lost"):
-        table.add_column(col, justify="right" if col in ("#", "value", "bound", "score") else "left")
+    for col in ("#", "lever", "status", "kernel", "cell", "estimate", "bound", "cost", "score", "gate / why lost"):
+        table.add_column(col, justify="right" if col in ("#", "estimate", "bound", "score") else "left")
     for i, v in enumerate(view.levers, start=1):
         table.add_row(str(i), _safe(f"{v.spec.id}: {v.spec.lever}"), v.spec.status, _safe(v.spec.kernel),
                       v.cell_id or "—", pct_text(v.value_pct), pct_text(v.bound_pct), _safe(v.spec.cost),

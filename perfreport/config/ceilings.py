@@ -30,8 +30,9 @@ CeilingUnit = Literal["tflops", "tbps", "tops"]
 _PACKAGED = ("sol-ceilings.yaml",)
 _TOKEN_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*_(tflops|tops|tbps)$")
-_TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families")
-_HW_KEYS = ("description", "datasheet", "empirical")
+_TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families",
+             "achievable_ceiling_map")
+_HW_KEYS = ("description", "datasheet", "empirical", "launch_floor_us")
 _DATASHEET_KEYS = ("value", "source")
 _EMPIRICAL_KEYS = ("value", "method", "measured", "where")
 
@@ -129,6 +130,8 @@ def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool) -> No
     c.unknown_keys(path, block, _HW_KEYS)
     if complete or "description" in block:
         c.text(f"{path}.description", block.get("description"), "a one-line description of the GPU")
+    if block.get("launch_floor_us") is not None:
+        _check_empirical_entry(c, f"{path}.launch_floor_us", block["launch_floor_us"])
     for section, check in (("datasheet", _check_datasheet_entry), ("empirical", _check_empirical_entry)):
         if section not in block:
             if complete and section == "datasheet":
@@ -156,6 +159,24 @@ def _check_name_map(c: _Checker, path: str, mapping: Any) -> None:
             c.problem(f"{path}.{key}", "key must be lower_snake_case, e.g. 'gemm' or 'fp8'")
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             c.problem(f"{path}.{key}", f"expected a ceiling name ending in _tflops/_tops/_tbps, {_got(name)}")
+
+
+def _check_achievable_map(c: _Checker, mapping: Any) -> None:
+    if not c.mapping("achievable_ceiling_map", mapping, "datasheet ceiling name -> [measured ceiling names]"):
+        return
+    for key, names in mapping.items():
+        path = f"achievable_ceiling_map.{key}"
+        if not isinstance(key, str) or not _NAME_RE.fullmatch(key):
+            c.problem(path, "key must be a datasheet ceiling name ending in _tflops/_tops/_tbps")
+        if not isinstance(names, list) or not names:
+            c.problem(path, f"expected a non-empty list of measured ceiling names, best first, {_got(names)}")
+            continue
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+                c.problem(f"{path}[{i}]", f"expected a ceiling name ending in _tflops/_tops/_tbps, {_got(name)}")
+            elif isinstance(key, str) and ceiling_kind(name) != ceiling_kind(key):
+                c.problem(f"{path}[{i}]", f"{name!r} is not in the unit of {key!r}: a measured roof stands for a "
+                          f"datasheet roof of the same kind")
 
 
 def _check_families(c: _Checker, families: Any) -> None:
@@ -211,6 +232,8 @@ def _check_doc(c: _Checker, doc: Any, *, base_hardware: set[str] | None) -> None
             _check_name_map(c, key, doc[key])
     if "families" in doc:
         _check_families(c, doc["families"])
+    if "achievable_ceiling_map" in doc:
+        _check_achievable_map(c, doc["achievable_ceiling_map"])
 
 
 def _check_references(c: _Checker, doc: dict[str, Any]) -> None:
@@ -248,8 +271,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
                         dst.setdefault(section, {}).update(copy.deepcopy(content))
                     else:
                         dst[section] = copy.deepcopy(content)
-        elif key in ("category_ceiling_map", "dtype_ceiling_map"):
-            out[key].update(value)
+        elif key in ("category_ceiling_map", "dtype_ceiling_map", "achievable_ceiling_map"):
+            out.setdefault(key, {}).update(copy.deepcopy(value))
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -279,6 +302,7 @@ class Ceilings:
         self._hardware: dict[str, dict[str, Any]] = doc["hardware"]
         self._category: dict[str, str] = dict(doc["category_ceiling_map"])
         self._dtype: dict[str, str] = dict(doc["dtype_ceiling_map"])
+        self._achievable: dict[str, list[str]] = {k: list(v) for k, v in doc.get("achievable_ceiling_map", {}).items()}
         self._families = [
             (rule["family"], [re.compile(p, re.IGNORECASE) for p in rule["patterns"]])
             for rule in doc["families"]
@@ -369,6 +393,27 @@ class Ceilings:
             return None
         kind, unit = ceiling_kind(name)
         return CeilingRef(key=f"{hardware}.{name}", value=float(entry["value"]), kind=kind, unit=unit)
+
+    def launch_floor(self, hardware: str) -> tuple[float, str] | None:
+        """(µs, key path) of the shortest a kernel launch takes on this hardware, measured (hardware.<hw>.
+        launch_floor_us): a launch-bound kernel cannot get below it; None where not measured."""
+        entry = self._block(hardware).get("launch_floor_us") or {}
+        value = entry.get("value")
+        return None if value is None else (float(value), f"{hardware}.launch_floor_us")
+
+    def achievable_for(self, ref: CeilingRef | None) -> CeilingRef | None:
+        """The measured ceiling that stands for what the GPU really reaches on datasheet roof `ref`: the first
+        name of achievable_ceiling_map[ref's name] measured for that hardware (None: not measured there)."""
+        if ref is None or ".empirical." in ref.key:
+            return None
+        hardware, name = ref.key.split(".", 1)
+        measured = self._block(hardware).get("empirical") or {}
+        for candidate in self._achievable.get(name, []):
+            value = (measured.get(candidate) or {}).get("value")
+            if value is not None:
+                return CeilingRef(key=f"{hardware}.empirical.{candidate}", value=float(value), kind=ref.kind,
+                                  unit=ref.unit)
+        return None
 
     def _block(self, hardware: str) -> dict[str, Any]:
         if hardware not in self._hardware:

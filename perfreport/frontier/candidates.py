@@ -1,104 +1,171 @@
-"""The frontier: which kernel to work on next, and how sure we are.
+"""The frontier: which kernel to work on next, and how sure we are: one ranking (rank_kernels), one answer.
 
-A lever's value is its Amdahl bound (the end-to-end time saved if the kernel reached its roof: time share x
-distance to the roof, from the warehouse's kernel_join). Without an imported time share, the proxy is the
-kernel's share of ncu-measured duration x (1 - %SoL), labelled as a proxy: ncu serializes kernels, so that
-share is not a share of wall time. Cost is a coarse rubric per bound verdict; score = value x ease.
-These are the warehouse's kernel candidates; the campaign's own levers (levers.yaml, with gates and status) are
-valued in perfreport/frontier/levers.py, and the K/R/H/P/A rubric lives in perfreport/krhpa.py.
+A kernel's value is the time reaching its floor would save (kernel_lever): its time share x the distance to its
+roof, the measured (achievable) roof where one is measured (a kernel at it saves nothing), the datasheet roof
+otherwise, and for a launch-bound kernel the distance to the measured launch floor. Without an imported time
+share, the ncu duration share stands in, labelled as a proxy (ncu serializes kernels). The campaign's own levers
+(levers.yaml: hand-written estimates, with gates and status) are valued in perfreport/frontier/levers.py; the
+K/R/H/P/A rubric lives in perfreport/frontier/krhpa.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-FAR_FROM_ROOF_PCT = 50.0
+from perfreport.timeshare.step_budget import host_share_pct
+from perfreport.warehouse.gather import CampaignData
+
 HOST_BOUND_PCT = 50.0
+AT_ROOF_PCT = 95.0  # % of the achievable roof from which only less work or a cheaper dtype moves a kernel
 EASE = {"low": 1.0, "medium": 0.5, "high": 0.25}
 TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
 
 
 @dataclass(frozen=True)
-class Lever:
-    """One ranked lever: a kernel function of a cell, what to try, its value, cost and score."""
+class KernelLever:
+    """One kernel of a cell and the time reaching its floor would save: the one ranking of "what next".
+
+    saved_pct: % of the cell's timeline (time share x the distance to the kernel's floor); saved_ms over the timeline
+    and saved_us_per_step where the cell's step budget counts its steps. basis says which floor and why.
+    """
 
     cell_id: str
+    label: str
+    kernel_id: str | None
     function: str
     family: str | None
     bound: str | None
-    sol_pct: float | None
-    sol_ceiling_key: str | None
-    value_pct: float | None
-    value_basis: str
+    time_share_pct: float | None
+    pct_of_roof: float | None
+    ceiling_key: str | None
+    saved_pct: float | None
+    saved_ms: float | None
+    saved_us_per_step: float | None
+    basis: str
     action: str
     cost: str
-    score: float | None
+    host_note: str | None
 
     def as_row(self) -> dict[str, Any]:
         """Return the lever as a table row."""
         return dict(self.__dict__)
 
+    def headline(self) -> str:
+        """One line: where, how much, against what (the same words on every page and in the CLI)."""
+        if self.saved_pct is None:
+            return f"{self.label} in {self.cell_id}: time saved unknown ({self.basis})"
+        step = f", {self.saved_us_per_step:.1f} µs per step" if self.saved_us_per_step is not None else ""
+        host = f"; {self.host_note}" if self.host_note else ""
+        return (f"{self.label} in {self.cell_id}: saves up to {self.saved_pct:.1f}% of the cell's timeline "
+                f"({self.saved_ms:.3f} ms{step}) {self.basis}{host}")
+
 
 def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
-    """Return (what to try, cost low/medium/high) from a kernel's bound verdict, family and %SoL."""
-    bound, family, sol = row.get("bound"), row.get("family"), row.get("sol_pct")
+    """Return (what to try, cost low/medium/high) from a kernel's bound verdict, family and % of its roof."""
+    bound, family = row.get("bound"), row.get("family")
+    pct = row.get("pct_of_achievable") if row.get("pct_of_achievable") is not None else row.get("sol_pct")
     if family == "communication":
         return "overlap the collective with compute, or change the parallelism", "high"
     if bound in (None, "unknown"):
         return "re-capture with --set full (FLOP + DRAM counters) to get a bound verdict", "low"
     if bound == "latency":
         return "launch/latency-bound: CUDA graphs, fuse with neighbours, more work per launch", "low"
+    if pct is not None and pct >= AT_ROOF_PCT:
+        return "at its achievable roof: only less work, fewer bytes or a cheaper dtype moves it", "high"
     if bound == "memory" and family in TENSOR_FAMILIES:
         return "streams weights/KV: raise arithmetic intensity (larger batch, fp8 weights or KV)", "medium"
     if bound == "memory":
         return "bandwidth-bound: fuse into neighbouring kernels or move fewer bytes", "medium"
-    if bound == "compute" and (sol is None or sol < 60.0):
-        return "compute-bound below its roof: tile/kernel choice (autotune, persistent, split-K)", "medium"
     if bound == "compute":
-        return "near its dtype roof: only lower precision or less work moves it", "high"
+        return "compute-bound below its roof: tile/kernel choice (autotune, persistent, split-K)", "medium"
     return "compute and DRAM both busy: an algorithmic change (less work or fewer bytes)", "high"
 
 
-def lever_value(row: Mapping[str, Any]) -> tuple[float | None, str]:
-    """Return (value in % of the cell's time, basis): the Amdahl bound, else the labelled ncu-share proxy."""
+def _roof(row: Mapping[str, Any]) -> tuple[float | None, str | None, str]:
+    """(% of the roof, its key, which kind): the measured (achievable) roof where measured, else the datasheet's."""
+    if row.get("pct_of_achievable") is not None:
+        return float(row["pct_of_achievable"]), row.get("achievable_key"), "achievable"
+    if row.get("sol_pct") is not None:
+        return float(row["sol_pct"]), row.get("sol_ceiling_key"), "datasheet"
+    return None, None, "none"
+
+
+def kernel_lever(row: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = ()) -> KernelLever:
+    """Value one kernel_join row: the time reaching its floor would save, with the assumption stated.
+
+    The rule lives in the warehouse (kernel_join's amdahl_bound_pct / amdahl_basis: achievable roof, datasheet
+    roof or launch floor); a kernel without an imported time share gets the same distance to its roof applied to its
+    ncu duration share, labelled as a proxy. A host-bound cell (step budget) says its GPU savings are capped.
+    """
+    action, cost = action_for(row)
+    pct, key, _ = _roof(row)
+    host = host_share_pct(steps)
+    host_note = (f"capped: the cell is host-bound ({host:.0f}% of its steps' time is host gap), so GPU savings "
+                 f"shorten the step only once the host gap shrinks" if host is not None and host > HOST_BOUND_PCT
+                 else None)
+    saved: float | None = None
+    saved_ms: float | None = None
     if row.get("amdahl_bound_pct") is not None:
-        return float(row["amdahl_bound_pct"]), "Amdahl bound (time share x distance to roof)"
-    share, sol = row.get("ncu_share_pct"), row.get("sol_pct")
-    if share is not None and sol is not None:
-        return share * (1.0 - min(float(sol), 100.0) / 100.0), "proxy: ncu duration share x (1 - %SoL)"
-    return None, "unknown: no time share and no %SoL"
+        saved, saved_ms = float(row["amdahl_bound_pct"]), row.get("amdahl_bound_ms")
+        what = str(row.get("amdahl_basis"))
+        basis = f"down to its {what}"
+        if what.endswith("roof") and pct is not None:
+            basis += f" {key} (at {pct:.0f}%)" + ("; no measured roof on this hardware" if what == "datasheet roof"
+                                                  else "")
+    elif row.get("ncu_share_pct") is not None and pct is not None:
+        fraction = 1.0 - min(max(pct, 0.0), 100.0) / 100.0
+        saved = float(row["ncu_share_pct"]) * fraction
+        saved_ms = None if row.get("ncu_ms") is None else float(row["ncu_ms"]) * fraction
+        basis = f"down to its roof {key} (at {pct:.0f}%); proxy share: ncu-measured duration, no timeline imported"
+    else:
+        basis = "unknown: no time share and no % of a roof"
+    per_step = float(saved_ms) * 1e3 / len(steps) if saved_ms is not None and steps else None
+    return KernelLever(
+        cell_id=str(row["cell_id"]), label=str(row.get("label") or row["function"]), kernel_id=row.get("kernel_id"),
+        function=str(row["function"]), family=row.get("family"), bound=row.get("bound"),
+        time_share_pct=row.get("time_share_pct"), pct_of_roof=pct, ceiling_key=key, saved_pct=saved,
+        saved_ms=None if saved_ms is None else float(saved_ms), saved_us_per_step=per_step, basis=basis,
+        action=action, cost=cost, host_note=host_note)
 
 
-def rank_levers(join: Iterable[Mapping[str, Any]]) -> list[Lever]:
-    """Rank every (cell, kernel function) by value x ease, unknown values last."""
-    levers = []
-    for row in join:
-        action, cost = action_for(row)
-        value, basis = lever_value(row)
-        levers.append(Lever(
-            cell_id=row["cell_id"], function=row["function"], family=row.get("family"), bound=row.get("bound"),
-            sol_pct=row.get("sol_pct"), sol_ceiling_key=row.get("sol_ceiling_key"), value_pct=value,
-            value_basis=basis, action=action, cost=cost, score=None if value is None else value * EASE[cost],
-        ))
-    levers.sort(key=lambda lv: (lv.score is None, -(lv.score or 0.0), lv.cell_id, lv.function))
+def rank_kernels(join: Iterable[Mapping[str, Any]], steps_by_cell: Mapping[str, Sequence[Mapping[str, Any]]] | None
+                 = None) -> list[KernelLever]:
+    """Every (cell, kernel) by the time reaching its floor would save, largest first; unknown savings last.
+
+    The one ranking: page 1, page 7, value_view and the import summary all take its first entry as the next lever.
+    """
+    steps_by_cell = steps_by_cell or {}
+    levers = [kernel_lever(r, steps_by_cell.get(str(r["cell_id"]), ())) for r in join]
+    levers.sort(key=lambda lv: (lv.saved_pct is None, -(lv.saved_pct or 0.0), lv.cell_id, lv.label))
     return levers
 
 
-def next_lever(join: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], str] | None:
-    """The kernel with the largest Amdahl bound; without time shares, the longest kernel far from its roof."""
-    rows = list(join)
-    amdahl = [r for r in rows if r.get("amdahl_bound_pct") is not None]
-    if amdahl:
-        best = max(amdahl, key=lambda r: (r["amdahl_bound_pct"], r["cell_id"], r["function"]))
-        return dict(best), "largest Amdahl bound (time share x distance to its roof)"
-    far = [r for r in rows if r.get("sol_pct") is not None and r["sol_pct"] < FAR_FROM_ROOF_PCT and r.get("ncu_ms")]
-    if far:
-        best = max(far, key=lambda r: (r["ncu_ms"], r["cell_id"], r["function"]))
-        return dict(best), (f"no time shares imported: the longest ncu-measured kernel under {FAR_FROM_ROOF_PCT:.0f}% "
-                            f"of its roof")
-    return None
+def next_lever(join: Iterable[Mapping[str, Any]], steps_by_cell: Mapping[str, Sequence[Mapping[str, Any]]] | None
+               = None) -> KernelLever | None:
+    """The first of rank_kernels that saves anything; None when nothing is measured or every kernel is at its floor."""
+    ranked = rank_kernels(join, steps_by_cell)
+    return next((lv for lv in ranked if lv.saved_pct), None)
+
+
+def rank_campaign(data: CampaignData) -> list[KernelLever]:
+    """rank_kernels over a gathered campaign: its join and each cell's step budget."""
+    return rank_kernels(data.join, {cd.id: cd.steps for cd in data.cells})
+
+
+def campaign_next_lever(campaign_dir: Path) -> str:
+    """The campaign's next lever in words (the first of rank_campaign), for a CLI that has just written a cell; a
+    campaign the warehouse cannot load yet says why instead (the cell is written either way)."""
+    from perfreport.errors import PerfReportError
+    from perfreport.warehouse.gather import gather
+
+    try:
+        lever = next((k for k in rank_campaign(gather(campaign_dir)) if k.saved_pct), None)
+    except PerfReportError as exc:
+        return f"unknown: the campaign's warehouse cannot be built yet ({exc.message.splitlines()[0]})"
+    return "none measured yet (no kernel below its roof with a time share)" if lever is None else lever.headline()
 
 
 def bound_mix(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -112,14 +179,17 @@ def bound_mix(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def host_verdict(steps: Sequence[Mapping[str, Any]]) -> str | None:
-    """'host-bound' when the mean host gap is over half the step, 'GPU-bound' otherwise; None without steps."""
-    shares = [s["host_share_pct"] for s in steps if s.get("host_share_pct") is not None]
-    if not shares:
+    """'host-bound' when the host gap is over half the steps' time, 'GPU-bound' otherwise; None without steps.
+
+    The share is time-weighted (step_budget.host_share_pct: what import_step_budget prints), never a mean of
+    per-step shares, which would let a short idle step weigh as much as a long busy one.
+    """
+    share = host_share_pct(steps)
+    if share is None:
         return None
-    mean = sum(shares) / len(shares)
-    if mean > HOST_BOUND_PCT:
-        return f"host-bound: the host gap is {mean:.0f}% of a step; kernel work is moot until it shrinks"
-    return f"GPU-bound: the host gap is {mean:.0f}% of a step; kernel work pays"
+    if share > HOST_BOUND_PCT:
+        return f"host-bound: the host gap is {share:.1f}% of the steps' time; kernel work is moot until it shrinks"
+    return f"GPU-bound: the host gap is {share:.1f}% of the steps' time; kernel work pays"
 
 
 def verdict_criteria(has_shares_per_cell: list[bool], join: Sequence[Mapping[str, Any]], sol_rigor: str,

@@ -1,9 +1,11 @@
-"""value_view: the campaign's grind frontier (levers.yaml ranked against the warehouse) and its next lever.
+"""value_view: the campaign's grind frontier and its next lever.
 
-The output always ends with three lines: `next lever: ...`, `expected unlock: ...`, `gate: ...`. "exhausted" is
-printed only when no lever is open AND levers.yaml documents a speed-of-light wall (`sol_wall:`); an empty
-frontier without one falls back to the warehouse's largest Amdahl bound, so the search is never declared over
-by omission. `--handoff` rewrites only the `## Frontier` section of a HANDOFF.md, atomically.
+The next lever is the first kernel of the one ranking (candidates.rank_kernels: measured time saved against the
+achievable roof or launch floor), the same on page 1, page 7 and in the import summary; levers.yaml's open lever
+for that kernel, if any, is named beside it as the estimate it is, with its gate. The output always ends with three
+lines: `next lever: ...`, `expected unlock: ...`, `gate: ...`. "exhausted" is printed only when no kernel saves
+anything AND levers.yaml documents a speed-of-light wall (`sol_wall:`), so the search is never declared over by
+omission. `--handoff` rewrites only the `## Frontier` section of a HANDOFF.md, atomically.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.errors import InputError
 from perfreport.files import write_text_atomic
-from perfreport.frontier.candidates import action_for, next_lever
+from perfreport.frontier.candidates import KernelLever, rank_campaign
 from perfreport.frontier.levers import LEVERS_NAME, LeversFile, ValuedLever, load_levers, rank_frontier
-from perfreport.warehouse.gather import gather
+from perfreport.ncu.kernel_identity import name_matches
+from perfreport.warehouse.gather import CampaignData, gather
 
 SCHEMA_VERSION = 1
 HEADING = "## Frontier"
@@ -36,6 +39,7 @@ class ValueView:
     levers_path: Path
     levers: list[ValuedLever]  # open first by score, then won, banked, refuted
     sol_wall: dict[str, Any] | None
+    kernels: list[KernelLever]  # the one ranking: measured time saved, largest first
     next_lever: str
     expected_unlock: str
     gate: str
@@ -63,63 +67,69 @@ def pct_text(v: float | None) -> str:
 
 
 def unlock_text(v: ValuedLever) -> str:
-    """Describe a lever's expected unlock: direction, rough magnitude, end-to-end value and its bound."""
+    """Describe a lever's expected unlock: direction, rough magnitude (an estimate), end-to-end value and its bound."""
     s = v.spec
-    head = f"{s.direction}, ~{s.fraction:.0%} of the matched kernels' time"
+    head = f"{s.direction}, ~{s.fraction:.0%} of the matched kernels' time (levers.yaml estimate)"
     if v.value_pct is None:
         return f"{head}; end-to-end value {v.basis}"
     return f"{head} = {v.value_pct:.1f}% of {v.cell_id}'s timeline, {v.basis}; matched: {', '.join(v.matched)}"
 
 
+def _lever_for(top: KernelLever, levers: Sequence[ValuedLever]) -> ValuedLever | None:
+    """levers.yaml's first open lever that works on the top kernel in its cell."""
+    return next((v for v in levers if v.spec.status == "open"
+                 and (v.spec.cells is None or top.cell_id in v.spec.cells)
+                 and name_matches(v.spec.kernel, top.function)), None)
+
+
 def _closing(levers: Sequence[ValuedLever], wall: Mapping[str, Any] | None,
-             join: Sequence[Mapping[str, Any]]) -> tuple[str, str, str, bool]:
+             kernels: Sequence[KernelLever]) -> tuple[str, str, str, bool]:
     """(next lever, expected unlock, gate, exhausted)."""
-    open_ = [v for v in levers if v.spec.status == "open"]
-    if open_:
-        top = open_[0]
-        where = f"{top.spec.kernel} in {top.cell_id}" if top.cell_id else top.spec.kernel
-        score = "unknown" if top.score is None else f"{top.score:.2f}"
-        return (f"{top.spec.id}: {top.spec.lever} ({where}; cost {top.spec.cost}, score {score})",
-                unlock_text(top), top.spec.gate, False)
+    top = next((k for k in kernels if k.saved_pct), None)
+    if top is not None:
+        lever = _lever_for(top, levers)
+        proposed = (f"; {LEVERS_NAME} proposes {lever.spec.id}: {lever.spec.lever} (an estimate: "
+                    f"~{lever.spec.fraction:.0%} of the matched kernels' time, cost {lever.spec.cost})"
+                    if lever else "")
+        unlock = (f"up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline ({top.saved_ms:.3f} ms), measured: "
+                  f"{top.basis}" + (f"; {top.host_note}" if top.host_note else ""))
+        gate = (lever.spec.gate if lever else
+                f"{top.action}; write it into {LEVERS_NAME} with the measurement that proves or refutes it")
+        return top.headline() + proposed, unlock, gate, False
     if wall:
         evidence = ", ".join(wall["evidence"])
         return (f"none: the frontier is exhausted at the documented speed-of-light wall: {wall['statement']}",
                 f"none beyond the speed-of-light wall (evidence: {evidence})",
                 f"re-open a lever in {LEVERS_NAME} when new evidence moves the wall ({evidence})", True)
-    suggestion = next_lever(join)
-    not_over = (f"no lever is open in {LEVERS_NAME} and no speed-of-light wall is documented (sol_wall:), so the "
-                f"search is not over")
-    if suggestion is None:
-        return (f"none known: {not_over}; nothing is captured and timed yet",
-                "unknown until a kernel is captured (import_ncu) and timed (import_torch_trace or import_nsys)",
-                f"capture the workload, then write {LEVERS_NAME} with the measurement that proves each lever", False)
-    row, rule = suggestion
-    bound = row.get("amdahl_bound_pct")
-    unlock = (f"up to {bound:.1f}% of {row['cell_id']}'s time (its Amdahl bound)" if bound is not None else
-              f"unknown: {row['cell_id']} has no imported time share (import_torch_trace or import_nsys)")
-    return (f"none open: {not_over}; from the warehouse: {row['function']} in {row['cell_id']} "
-            f"({rule})", unlock,
-            f"{action_for(row)[0]}; write it into {LEVERS_NAME} with the measurement that proves or refutes it",
-            False)
+    not_over = "no speed-of-light wall is documented (sol_wall:), so the search is not over"
+    if kernels:
+        return (f"none measured: every timed kernel is at its floor or has no roof; {not_over}",
+                "unknown until a kernel below its roof is captured with --set full and timed",
+                f"capture the workload with --set full, then write {LEVERS_NAME} with the measurement that proves "
+                f"each lever", False)
+    return (f"none known: {not_over}; nothing is captured and timed yet",
+            "unknown until a kernel is captured (import_ncu) and timed (import_torch_trace or import_nsys)",
+            f"capture the workload, then write {LEVERS_NAME} with the measurement that proves each lever", False)
 
 
-def build_view(campaign: Campaign, join: Sequence[Mapping[str, Any]], levers: LeversFile | None) -> ValueView:
-    """Rank the levers against the warehouse join and pick the closing lines (pure)."""
+def build_view(campaign: Campaign, data: CampaignData, levers: LeversFile | None) -> ValueView:
+    """Rank the levers and the kernels against the warehouse and pick the closing lines (pure)."""
     path = campaign.dir / LEVERS_NAME
     warnings = [] if levers is None else list(levers.warnings)
     if levers is None:
         warnings.append(f"{path}: not found; write it (docs/frontier.md) to track levers, their gates and status")
-    ranked = rank_frontier(levers.levers if levers else [], join)
+    ranked = rank_frontier(levers.levers if levers else [], data.join)
+    kernels = rank_campaign(data)
     wall = levers.sol_wall if levers else None
-    nxt, unlock, gate, exhausted = _closing(ranked, wall, join)
-    return ValueView(campaign.id, path, ranked, wall, nxt, unlock, gate, exhausted, warnings)
+    nxt, unlock, gate, exhausted = _closing(ranked, wall, kernels)
+    return ValueView(campaign.id, path, ranked, wall, kernels, nxt, unlock, gate, exhausted, warnings)
 
 
 def value_view(campaign_dir: Path, strict: bool = False) -> ValueView:
-    """Load the campaign, its levers.yaml and the warehouse join; return the ranked frontier."""
+    """Load the campaign, its levers.yaml and the warehouse; return the ranked frontier."""
     campaign = load_campaign(Path(campaign_dir), strict=strict)
     levers = load_levers(campaign, strict=strict)
-    return build_view(campaign, gather(campaign.dir).join, levers)
+    return build_view(campaign, gather(campaign.dir), levers)
 
 
 def view_json(view: ValueView) -> dict[str, Any]:
@@ -129,7 +139,15 @@ def view_json(view: ValueView) -> dict[str, Any]:
         "levers": [{"rank": i, **v.as_row()} for i, v in enumerate(view.levers, start=1)],
         "sol_wall": view.sol_wall, "exhausted": view.exhausted, "warnings": view.warnings,
         "next_lever": view.next_lever, "expected_unlock": view.expected_unlock, "gate": view.gate,
+        "kernels": [_kernel_json(k) for k in view.kernels],
+        "next_kernel": next((_kernel_json(k) for k in view.kernels if k.saved_pct), None),
     }
+
+
+def _kernel_json(k: KernelLever) -> dict[str, Any]:
+    return {"cell_id": k.cell_id, "label": k.label, "kernel_id": k.kernel_id, "saved_pct": k.saved_pct,
+            "saved_ms": k.saved_ms, "saved_us_per_step": k.saved_us_per_step, "ceiling_key": k.ceiling_key,
+            "basis": k.basis}
 
 
 def _cell(text: Any) -> str:

@@ -1,4 +1,4 @@
-"""Group launches of one kernel (same name, grid and block) and summarize them: n, mean, std, min, max."""
+"""Group launches of one kernel (same name, grid and block, same work) and summarize them: n, mean, std, min, max."""
 
 from __future__ import annotations
 
@@ -60,8 +60,53 @@ def kernel_key(launch: KernelLaunch) -> tuple[str, str, str]:
     return (launch.name, launch.grid_size, launch.block_size)
 
 
+# Launches of one (name, grid, block) are one row only when they did the same piece of work: a persistent GEMM
+# launches the same grid for every shape, so its o-proj and w2 launches would otherwise share a meaningless mean.
+# Same work: FLOPs and DRAM bytes within WORK_TOLERANCE of each other (counters repeat for one shape; DRAM bytes
+# vary with cache state) and durations within DURATION_TOLERANCE (the measure a basic capture has).
+WORK_TOLERANCE = {"flops_total": 1.1, "dram_bytes": 1.25, "duration_ns": 1.5}
+
+
+def _work(row: dict[str, Any]) -> dict[str, float | None]:
+    flops = row.get("flops") or {}
+    return {"flops_total": flops.get("total"), "dram_bytes": row.get("dram_bytes"),
+            "duration_ns": row.get("duration_ns")}
+
+
+def _fits(group: list[dict[str, float | None]], work: dict[str, float | None]) -> bool:
+    """Whether `work` keeps every measure of the group within its tolerance (max/min; unmeasured values skip)."""
+    for measure, tolerance in WORK_TOLERANCE.items():
+        values = [v for v in (*(g[measure] for g in group), work[measure]) if v is not None]
+        if values and min(values) <= 0 < max(values):
+            return False
+        if values and min(values) > 0 and max(values) / min(values) > tolerance:
+            return False
+    return True
+
+
+def split_by_work(rows: list[dict[str, Any]]) -> list[list[int]]:
+    """Indexes of rows (launch order) grouped by the work they did: each row joins the first group it fits."""
+    groups: list[list[int]] = []
+    works: list[list[dict[str, float | None]]] = []
+    for i, row in enumerate(rows):
+        work = _work(row)
+        for members, group in zip(groups, works, strict=True):
+            if _fits(group, work):
+                members.append(i)
+                group.append(work)
+                break
+        else:
+            groups.append([i])
+            works.append([work])
+    return groups
+
+
 def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> list[dict[str, Any]]:
-    """Derive every launch, then one entry per kernel in first-launch order."""
+    """Derive every launch, then one entry per kernel and piece of work, in first-launch order.
+
+    A (name, grid, block) whose launches did different work gives one entry per piece of work, numbered
+    `instance` 1, 2, .. by first launch; one that did the same work throughout gives one entry with instance null.
+    """
     groups: dict[tuple[str, str, str], list[KernelLaunch]] = {}
     for launch in sorted(capture.launches, key=lambda k: k.launch_id):
         groups.setdefault(kernel_key(launch), []).append(launch)
@@ -69,8 +114,12 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
     for launches in groups.values():
         family = classify_family(launches[0].name, ctx.ceilings)  # one name per group
         rows = [derive_launch(k, ctx, family) for k in launches]
-        entries.append(_entry(launches, rows, source_id))
-    return entries
+        parts = split_by_work(rows)
+        for n, part in enumerate(parts, 1):
+            entry = _entry([launches[i] for i in part], [rows[i] for i in part], source_id)
+            entry["instance"] = n if len(parts) > 1 else None
+            entries.append(entry)
+    return sorted(entries, key=lambda e: e["launch_ids"][0])
 
 
 def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: str) -> dict[str, Any]:

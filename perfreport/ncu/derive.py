@@ -264,20 +264,29 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
     family_sol = _sol(ref, tflops, tbps)
     row["family_sol_pct"], row["family_ceiling_key"] = family_sol["sol_pct"], family_sol["sol_ceiling_key"]
     row.update(_sol(_binding_roof(ctx, ref, ai), tflops, tbps))
+    achievable = _sol(_binding_roof(ctx, ref, ai, achievable=True), tflops, tbps)
+    row["pct_of_achievable"], row["achievable_key"] = achievable["sol_pct"], achievable["sol_ceiling_key"]
     row["bound"], row["bound_reason"] = verdict(row)
     return row
 
 
-def _binding_roof(ctx: DeriveContext, ref: CeilingRef | None, ai: float | None) -> CeilingRef | None:
+def _binding_roof(ctx: DeriveContext, ref: CeilingRef | None, ai: float | None,
+                  achievable: bool = False) -> CeilingRef | None:
     """The roof that binds at this kernel's measured AI: the memory roof left of the ridge, else the family's.
 
     A decode GEMM at 16 FLOP/B cannot reach the bf16 tensor peak; its speed of light is HBM bandwidth. Without
     measured AI the family ceiling stands (and its %SoL is null where FLOPs or bytes are missing).
+    `achievable`: the same choice between the measured roofs (achievable_ceiling_map; their ridge lies elsewhere);
+    None where the binding roof has no measured counterpart on this hardware.
     """
+    mem = ctx.ceilings.ceiling_for(ctx.hardware, MEMORY_FAMILY, None)
+    if achievable:
+        ref, mem = ctx.ceilings.achievable_for(ref), ctx.ceilings.achievable_for(mem)
     if ref is None or ref.kind != "compute" or ai is None:
         return ref
-    mem = ctx.ceilings.ceiling_for(ctx.hardware, MEMORY_FAMILY, None)
-    if mem is None or mem.kind != "memory" or ai * mem.value >= ref.value:
+    if mem is None or mem.kind != "memory":
+        return None if achievable else ref  # no measured memory roof: which one binds is unknown
+    if ai * mem.value >= ref.value:
         return ref
     return mem
 

@@ -8,10 +8,10 @@ from perfreport.site import charts
 from perfreport.site.comparison import Comparison, Mismatch, context_line, flatten, varying_fields
 from perfreport.frontier.candidates import (
     EASE,
+    KernelLever,
     bound_mix,
     host_verdict,
-    next_lever,
-    rank_levers,
+    rank_campaign,
     verdict_criteria,
 )
 from perfreport.warehouse.gather import SERVING_GROUPS, CampaignData, CellData
@@ -42,8 +42,9 @@ MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
     "host_gap_ms into the bundle's inference_perfbench_v1.json), then render again",
 ])
 JOIN_COLUMNS = [
-    C("cell_id", "cell"), C("function", "kernel function"), C("family", "family"),
+    C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
     C("time_share_pct", "time share", "pct"), C("sample_share_pct", "sample share", "pct"),
+    C("share_split", "share split by"),
     C("total_ms", "total (time source)", "ms"), C("time_source", "time source"), C("instances", "instances", "num"),
     C("ncu_ms", "ncu duration", "ms"), C("ncu_share_pct", "ncu duration share", "pct"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"), C("bound", "bound"),
@@ -77,9 +78,10 @@ def cell_contexts(data: CampaignData) -> dict[str, str]:
 
 
 def kernel_label(k: dict[str, Any]) -> str:
-    """Short label of a kernel row for chart axes: cell · id function."""
+    """Short label of a kernel row for chart axes: cell · id function (#instance when its launches were split)."""
     fn = k["function"] if len(k["function"]) <= 40 else k["function"][:39] + "…"
-    return f"{k['cell_id']} · {k['id']} {fn}"
+    part = f" #{k['instance']}" if k.get("instance") else ""
+    return f"{k['cell_id']} · {k['id']} {fn}{part}"
 
 
 def top_stall(k: dict[str, Any]) -> str | None:
@@ -107,14 +109,15 @@ def summary_page(data: CampaignData, groups: list[Comparison], mismatches: list[
              "sets": ", ".join(sorted({str(s.get("section_set") or s.get("format")) for s in cd.sources})) or None,
              "kernels": len(cd.kernels)} for cd in data.cells]
     page.add_table(Table("cells", "Cells (fields that differ between cells)", cols, rows, link_key="cell_id"))
+    ranked = rank_campaign(data)  # the one ranking: page 7, value_view and the import summary use it too
     page.add_table(Table("headlines", "Headline verdicts per cell", [
         C("cell_id", "cell"), C("ncu_ms", "ncu-measured kernel time", "ms"),
         C("bound_mix", "time by bound verdict", wrap=True), C("top", "longest kernel", wrap=True),
         C("time_shares", "time shares", wrap=True), C("next_lever", "next lever", wrap=True),
         C("host", "host vs GPU", wrap=True),
-    ], [_headline(data, cd) for cd in data.cells], link_key="cell_id"))
-    lever = next_lever(data.join)
-    page.context.update(next_lever=lever and {**lever[0], "basis": lever[1]}, groups=groups,
+    ], [_headline(data, cd, ranked) for cd in data.cells], link_key="cell_id"))
+    lever = _first(ranked)
+    page.context.update(next_lever=lever and lever.as_row(), groups=groups,
                         description=data.ceilings.description(camp.hardware), hardware=camp.hardware,
                         sol_rigor=camp.sol_rigor)
     page.add_table(Table("mismatches", "Cells not compared, with every field where they differ", [
@@ -128,23 +131,28 @@ def _v(v: Any) -> str:
     return "(not filled)" if v is None else str(v)
 
 
-def _headline(data: CampaignData, cd: CellData) -> dict[str, Any]:
+def _first(ranked: list[KernelLever], cell_id: str | None = None) -> KernelLever | None:
+    """The next lever: the first kernel of the ranking (of one cell) that saves anything."""
+    return next((k for k in ranked if k.saved_pct and cell_id in (None, k.cell_id)), None)
+
+
+def _headline(data: CampaignData, cd: CellData, ranked: list[KernelLever]) -> dict[str, Any]:
     rows = data.join_by_cell.get(cd.id, [])
     mix = bound_mix(rows)
-    longest = max(rows, key=lambda r: (r.get("ncu_ms") or 0.0, r["function"]), default=None)
-    lever = next_lever(rows)
+    longest = max(rows, key=lambda r: (r.get("ncu_ms") or 0.0, r["label"]), default=None)
+    lever = _first(ranked, cd.id)
     timed = sorted({str(r["time_source"]) for r in rows if r.get("time_source")})
     top = None
     if longest is not None and longest.get("ncu_ms"):
         sol = "—" if longest.get("sol_pct") is None else f"{longest['sol_pct']:.0f}% SoL"
-        top = f"{longest['function']} ({longest.get('ncu_share_pct') or 0:.0f}% of ncu time, {sol}, " \
+        top = f"{longest['label']} ({longest.get('ncu_share_pct') or 0:.0f}% of ncu time, {sol}, " \
               f"{longest.get('bound')})"
     return {
         "cell_id": cd.id, "href": f"cell-{cd.id}.html",
         "ncu_ms": sum(r.get("ncu_ms") or 0.0 for r in rows) or None,
         "bound_mix": ", ".join(f"{k} {v:.0f}%" for k, v in mix.items()) or None, "top": top,
         "time_shares": ", ".join(timed) if timed else "none imported (ncu durations only)",
-        "next_lever": None if lever is None else f"{lever[0]['function']}: {lever[1]}",
+        "next_lever": None if lever is None else lever.headline(),
         "host": host_verdict(cd.steps) or "unknown (no step budget captured)",
     }
 
@@ -192,12 +200,12 @@ def time_share_page(data: CampaignData) -> Page:
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
     page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join))
-    rows = [{**r, "label": f"{r['cell_id']} · {r['function']}"} for r in data.join]
+    rows = [{**r, "bar": f"{r['cell_id']} · {r['label']}"} for r in data.join]
     if data.has_time_shares:
-        fig = charts.bars(rows, "label", "time_share_pct", "Time share per kernel function", "time share (%)")
+        fig = charts.bars(rows, "bar", "time_share_pct", "Time share per kernel", "time share (%)")
         note = ""
     else:
-        fig = charts.bars(rows, "label", "ncu_share_pct", "ncu-measured duration share (NOT a time share)",
+        fig = charts.bars(rows, "bar", "ncu_share_pct", "ncu-measured duration share (NOT a time share)",
                           "share of ncu-measured kernel time (%)")
         note = ("No time shares imported: this chart shows each kernel's share of the durations ncu measured, "
                 "with kernels serialized under the profiler. It ranks kernels; it is not a share of wall time.")
@@ -249,8 +257,8 @@ def internals_page(data: CampaignData) -> Page:
 FRONTIER_COLUMNS = [
     C("rank", "#", "num"), C("id", "lever id"), C("lever", "lever", wrap=True), C("status", "status"),
     C("kernel", "kernel pattern"), C("cell_id", "cell"), C("unlock", "expected unlock"),
-    C("value_pct", "value", "pct"), C("bound_pct", "Amdahl bound", "pct"), C("cost", "cost"),
-    C("score", "score", "num"), C("basis", "value basis", wrap=True), C("gate", "gate", wrap=True),
+    C("value_pct", "estimated value", "pct"), C("bound_pct", "bound on it", "pct"), C("cost", "cost"),
+    C("score", "score", "num"), C("basis", "estimate basis", wrap=True), C("gate", "gate", wrap=True),
     C("evidence", "evidence", wrap=True), C("why_lost", "why it lost", wrap=True),
 ]
 MISSING_LEVERS = Missing("the campaign's levers ranked by value × ease, with the gate that proves or refutes each", [
@@ -278,11 +286,13 @@ def frontier_page(data: CampaignData) -> Page:
     page.context.update(label="VERDICT" if all(ok for _, ok in criteria) else "DRAFT", criteria=criteria,
                         ease=EASE)
     levers = load_levers(camp)  # the one read of page 7: campaigns/<c>/levers.yaml, validated as a whole file
-    view = build_view(camp, data.join, levers)
+    view = build_view(camp, data, levers)
     page.context.update(next_lines=view.final_lines(), levers_missing=None if levers else MISSING_LEVERS)
-    page.add_table(Table("frontier", "Levers (levers.yaml) ranked by value x ease", FRONTIER_COLUMNS, [
+    page.add_table(Table("levers", "Levers (levers.yaml: hand-written estimates) ranked by estimated value x ease",
+                         FRONTIER_COLUMNS, [
         {"rank": i, **v.as_row(), "evidence": ", ".join(v.spec.evidence) or None,
-         "unlock": f"{v.spec.direction} ~{v.spec.fraction:.0%}" + (", moves the roof" if v.spec.moves_roof else "")}
+         "unlock": f"{v.spec.direction} ~{v.spec.fraction:.0%} (estimate)" + (", moves the roof" if v.spec.moves_roof
+                                                                              else "")}
         for i, v in enumerate(view.levers, start=1)]))
     label, reasons = krhpa_label(camp)
     page.context.update(krhpa_missing=None if camp.krhpa is not None else MISSING_KRHPA, krhpa_label=label,
@@ -294,10 +304,12 @@ def frontier_page(data: CampaignData) -> Page:
         C("letter", "letter"), C("meaning", "meaning"), *[C(f"level_{n}", str(n), wrap=True) for n in LEVELS]],
         [{"letter": k, "meaning": meaning, **{f"level_{n}": names[n - 1] for n in LEVELS}}
          for k, (meaning, names) in LETTERS.items()]))
-    page.add_table(Table("levers", "Kernel candidates from the warehouse ranked by value x ease", [
-        C("rank", "#", "num"), C("cell_id", "cell"), C("function", "kernel function"), C("family", "family"),
-        C("bound", "bound"), C("sol_pct", "%SoL", "pct"), C("value_pct", "value", "pct"),
-        C("value_basis", "value basis", wrap=True), C("action", "lever", wrap=True), C("cost", "cost"),
-        C("score", "score", "num")],
-        [{"rank": i, **lv.as_row()} for i, lv in enumerate(rank_levers(data.join), start=1)]))
+    page.add_table(Table("kernels", "Kernels ranked by measured time saved (the one ranking: its first is the "
+                                    "next lever)", [
+        C("rank", "#", "num"), C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
+        C("bound", "bound"), C("pct_of_roof", "% of roof", "pct"), C("ceiling_key", "roof (key)"),
+        C("time_share_pct", "time share", "pct"), C("saved_pct", "time saved", "pct"),
+        C("saved_ms", "time saved ms", "ms"), C("basis", "assumption", wrap=True), C("action", "lever", wrap=True),
+        C("cost", "cost")],
+        [{"rank": i, **lv.as_row()} for i, lv in enumerate(view.kernels, start=1)]))
     return page

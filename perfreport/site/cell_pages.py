@@ -12,7 +12,7 @@ from perfreport.site.page_model import Chart, Column, Page, Table
 from perfreport.site.campaign_pages import INTERNALS_COLUMNS, JOIN_COLUMNS, KERNEL_COLUMNS, kernel_label, top_stall
 
 C = Column
-CELL_JOIN_KEYS = ("function", "time_share_pct", "sample_share_pct", "total_ms", "time_source", "instances", "ncu_ms",
+CELL_JOIN_KEYS = ("label", "share_split", "time_share_pct", "sample_share_pct", "total_ms", "time_source", "instances", "ncu_ms",
                   "ncu_share_pct", "sol_pct", "bound", "amdahl_bound_pct", "amdahl_bound_ms", "matched_sources")
 
 
@@ -54,7 +54,7 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
 
 
 def compare_page(data: CampaignData, group: Comparison) -> Page:
-    """compare-<field>-<n>.html: cells equal on every context field but one, side by side per kernel function."""
+    """compare-<field>-<n>.html: cells equal on every context field but one, side by side per kernel."""
     page = Page(f"{group.slug}.html", "compare.html", f"Compare {group.field}")
     by_id = {cd.id: cd for cd in data.cells}
     first = flatten(by_id[group.cell_ids[0]].context)
@@ -66,21 +66,21 @@ def compare_page(data: CampaignData, group: Comparison) -> Page:
     page.add_table(Table("shared", "Fields shared by every cell of this comparison", [
         C("field", "field"), C("value", "value", "value", wrap=True)],
         [{"field": f, "value": v} for f, v in first.items() if f != group.field]))
-    join = {(r["cell_id"], r["function"]): r for c in group.cell_ids for r in data.join_by_cell.get(c, [])}
-    functions = sorted({fn for _, fn in join})
+    join = {(r["cell_id"], r["label"]): r for c in group.cell_ids for r in data.join_by_cell.get(c, [])}
+    kernels = sorted({k for _, k in join})
     timed = any(r.get("time_share_pct") is not None for r in join.values())
     metric, label = ("time_share_pct", "time share") if timed else ("ncu_ms", "ncu ms")
-    cols: list[Column] = [C("function", "kernel function")]
-    rows: list[dict[str, Any]] = [{"function": fn} for fn in functions]
+    cols: list[Column] = [C("label", "kernel")]
+    rows: list[dict[str, Any]] = [{"label": k} for k in kernels]
     for i, cell in enumerate(group.cell_ids):
         cols += [C(f"c{i}_{metric}", f"{cell} {label}", "pct" if timed else "ms"),
                  C(f"c{i}_sol", f"{cell} %SoL", "pct"), C(f"c{i}_bound", f"{cell} bound")]
         for row in rows:
-            r = join.get((cell, row["function"]), {})
+            r = join.get((cell, row["label"]), {})
             row.update({f"c{i}_{metric}": r.get(metric), f"c{i}_sol": r.get("sol_pct"), f"c{i}_bound": r.get("bound")})
-    page.add_table(Table("kernels", "Kernel functions side by side", cols, rows))
+    page.add_table(Table("kernels", "Kernels side by side", cols, rows))
     series = [(f"c{i}_{metric}", cell) for i, cell in enumerate(group.cell_ids)]
-    page.add_chart(Chart("compare-chart", charts.grouped(rows, "function", series, f"{label} per kernel function",
+    page.add_chart(Chart("compare-chart", charts.grouped(rows, "label", series, f"{label} per kernel",
                                                          label)))
     page.context.update(group=group)
     return page

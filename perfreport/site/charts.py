@@ -22,7 +22,12 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#bcbd22")
 STALL_COLORS = PALETTE + ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
                           "#dbdb8d", "#9edae5")
-ROOF_COLORS = {"compute": "#444444", "dram": "#b8860b", "l2": "#6b8e23", "l1": "#4682b4"}
+ROOF_COLORS = {"dram": "#b8860b", "l2": "#6b8e23", "l1": "#4682b4"}
+# Each compute roof its own colour (bf16, fp8, fp32 ... never share one), in order of peak
+COMPUTE_COLORS = ("#222222", "#c0392b", "#8e44ad", "#16a085", "#d35400", "#2c3e50")
+TOP_LABELS = 6  # the biggest kernels by time share (else ncu time) carry a label
+STRIP_DOMAIN = (0.0, 0.09)  # the "AI unmeasured" strip, left of the roofline
+PLOT_DOMAIN = (0.16, 1.0)
 _LAYOUT = dict(template={}, font=dict(family="system-ui, sans-serif", size=12), paper_bgcolor="white",
                plot_bgcolor="white", hoverlabel=dict(align="left"), margin=dict(l=70, r=20, t=50, b=60))
 
@@ -63,37 +68,68 @@ def _x_extent(model: RooflineModel) -> tuple[int, int]:
     return math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs))) + 1
 
 
+def _roof_colors(model: RooflineModel) -> dict[str, str]:
+    """Each datasheet roof its own colour; a measured (achievable) roof takes its datasheet roof's, dotted."""
+    compute = [r for r in model.roofs if not r.is_memory and r.measured_for is None]
+    colors = {r.key: COMPUTE_COLORS[i % len(COMPUTE_COLORS)] for i, r in enumerate(compute)}
+    colors.update({r.key: ROOF_COLORS[r.level] for r in model.roofs if r.is_memory and r.measured_for is None})
+    colors.update({r.key: colors.get(r.measured_for, "#999999") for r in model.roofs if r.measured_for})
+    return colors
+
+
 def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    traces, notes = [], []
+    """A line per roof (each its colour) with its key path, and a marker at each compute roof's ridge point
+    (where the DRAM roof meets it: kernels left of it are bandwidth-bound on that roof)."""
+    traces: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     x0, x1 = 10.0**lo, 10.0**hi
-    peaks = [r.value for r in model.roofs if not r.is_memory] or [1.0]
+    peaks = [r.value for r in model.roofs if not r.is_memory and r.measured_for is None] or [1.0]
+    colors = _roof_colors(model)
+    mem = model.memory_roof
     for roof in model.roofs:
+        color = colors[roof.key]
+        measured_mem = next((r for r in model.roofs if r.level == "dram" and r.measured_for), None)
         if roof.is_memory:
             ridge = max(peaks) / roof.value
             xs, ys = [x0, ridge], [x0 * roof.value, max(peaks)]
             label, unit = f"{roof.key} = {roof.value:g} TB/s", "TB/s"
             at = (x0 * 1.15, x0 * 1.15 * roof.value, "left")
         else:
-            mem = model.memory_roof
-            start = roof.value / mem.value if mem is not None else x0
+            under = measured_mem if roof.measured_for and measured_mem is not None else mem  # its own ridge
+            start = roof.value / under.value if under is not None else x0
             xs, ys = [start, x1], [roof.value, roof.value]
             label, unit = f"{roof.key} = {roof.value:g} TFLOP/s", "TFLOP/s"
             at = (x1 / 1.15, roof.value, "right")
         traces.append(dict(
             type="scatter", x=xs, y=ys, mode="lines", name=roof.key, legendgroup="roofs",
-            legendgrouptitle=dict(text="roofs (key path)"),
-            line=dict(color=ROOF_COLORS[roof.level], width=2, dash="solid" if roof.level in ("compute", "dram")
-                      else "dash"),
+            legendgrouptitle=dict(text="roofs (key path; dotted: measured)"),
+            line=dict(color=color, width=2, dash="dot" if roof.measured_for else
+                      "solid" if roof.level in ("compute", "dram") else "dash"),
             hovertemplate=f"{_t(roof.key)}: {roof.value:g} {unit}<extra></extra>",
         ))
         notes.append(dict(x=math.log10(at[0]), y=math.log10(at[1]), text=_t(label), showarrow=False,
-                          xanchor=at[2], yanchor="bottom", font=dict(size=10, color=ROOF_COLORS[roof.level])))
+                          xanchor=at[2], yanchor="bottom", font=dict(size=10, color=color)))
+    if mem is not None:
+        ridges = [r for r in model.roofs if not r.is_memory and r.measured_for is None]
+        traces.append(dict(
+            type="scatter", x=[_r(r.value / mem.value) for r in ridges], y=[r.value for r in ridges],
+            mode="markers", name="ridge points", legendgroup="roofs", showlegend=True,
+            marker=dict(symbol="diamond", size=9, color=[colors[r.key] for r in ridges],
+                        line=dict(color="white", width=1)),
+            customdata=[[_t(r.key), f"{mem.value:g}"] for r in ridges],
+            hovertemplate="ridge of %{customdata[0]}: AI %{x:.3g} FLOP/B = %{y:g} TFLOP/s / %{customdata[1]} TB/s"
+                          "<extra></extra>",
+        ))
     return traces, notes
 
 
 def _short_key(key: str | None) -> str:
     """A key path without its hardware token (the chart's title names it): h200_sm90.hbm_tbps -> hbm_tbps."""
     return "—" if key is None else key.split(".", 1)[-1]
+
+
+def _sci(v: float | None, unit: str) -> str:
+    return "—" if v is None else f"{v:.4g} {unit}"
 
 
 def _customdata(p: RoofPoint) -> list[Any]:
@@ -105,7 +141,8 @@ def _customdata(p: RoofPoint) -> list[Any]:
     tail = [p.bound or "—", dur, p.launches, _opt(p.time_share_pct, ".1f", "%")]
     if p.measured:
         return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.pct_of_roof, 3), _opt(p.sm_pct, ".1f", "%"),
-                _opt(p.sol_pct, ".1f", "%"), _short_key(p.sol_key), *tail]
+                _opt(p.sol_pct, ".1f", "%"), _short_key(p.sol_key), *tail, _sci(p.flops, "FLOP"),
+                _sci(p.dram_bytes, "B")]
     return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.sm_pct, 3), _short_key(p.ceiling_key), *tail]
 
 
@@ -116,18 +153,20 @@ def _hover(body: str, first_tail_slot: int) -> str:
             f"%{{customdata[{n + 3}]}}<extra></extra>")
 
 
-HOVER_MEASURED = _hover("AI %{x:.3g} FLOP/B · %{y:.3g} TFLOP/s · %{customdata[2]}% of roof here<br>%SoL "
-                        "%{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
-HOVER_UNMEASURED = _hover(UNMEASURED_LABEL + ": SM busy %{customdata[2]}% × HW.%{customdata[3]} = %{y:.3g} "
-                          "TFLOP/s, a placement, not a FLOP rate", 4)
+HOVER_MEASURED = _hover("AI = %{customdata[10]} / %{customdata[11]} (DRAM) = %{x:.3g} FLOP/B<br>"
+                        "%{y:.3g} TFLOP/s = %{customdata[10]} / %{customdata[7]} µs · %{customdata[2]}% of roof "
+                        "here<br>%SoL %{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
+HOVER_UNMEASURED = _hover(UNMEASURED_LABEL + ": SM busy %{y:.3g}% (no FLOP or DRAM-byte counters in this "
+                          "capture; its %SoL ceiling would be HW.%{customdata[3]})", 4)
 
 
 def _size(p: RoofPoint) -> float:
     return 9.0 if p.time_share_pct is None else round(6.0 + 2.2 * math.sqrt(max(p.time_share_pct, 0.0)), 2)
 
 
-def _kernel_traces(model: RooflineModel, band_x: float, use_gl: bool,
-                   contexts: Mapping[str, str]) -> list[dict[str, Any]]:
+def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Per cell: filled markers at (AI, TFLOP/s); hollow ones in the AI-unmeasured strip at their SM busy %;
+    hierarchical L2 / L1 points (legend-only until clicked) where those AIs were measured."""
     by_cell: dict[str, list[RoofPoint]] = {}
     for p in model.points:
         by_cell.setdefault(p.cell_id, []).append(p)
@@ -135,94 +174,115 @@ def _kernel_traces(model: RooflineModel, band_x: float, use_gl: bool,
     hollow_index = 0
     for i, cell in enumerate(sorted(by_cell)):
         color = PALETTE[i % len(PALETTE)]
+        context = f"{_t(contexts[cell])}<br>" if contexts.get(cell) else ""
         for measured in (True, False):
             pts = [p for p in by_cell[cell] if p.measured is measured]
             if not pts:
                 continue
             if measured:
-                xs = [_r(p.ai) for p in pts]
+                xs, ys, axes = [_r(p.ai) for p in pts], [_r(p.tflops) for p in pts], {}
             else:
                 xs = []
                 for _ in pts:
-                    xs.append(_r(band_x * 10 ** (0.035 * ((hollow_index % 9) - 4))))
+                    xs.append(round(0.5 + 0.08 * ((hollow_index % 9) - 4), 3))
                     hollow_index += 1
+                ys, axes = [_r(p.sm_pct) for p in pts], {"xaxis": "x2", "yaxis": "y2"}
             sizes = [_size(p) for p in pts]
             kind = "AI measured" if measured else "AI unmeasured (%SoL only)"
-            context = f"{_t(contexts[cell])}<br>" if contexts.get(cell) else ""
             template = (HOVER_MEASURED if measured else HOVER_UNMEASURED).replace("CELL", _t(cell))
             template = template.replace("CONTEXT", context)
             traces.append(dict(
-                type="scattergl" if use_gl else "scatter", x=xs, y=[_r(p.tflops) for p in pts], mode="markers",
+                type="scattergl" if use_gl else "scatter", x=xs, y=ys, mode="markers", **axes,
                 name=f"{cell} · {kind}", legendgroup=cell, legendgrouptitle=dict(text=cell),
                 marker=dict(color=color, symbol="circle" if measured else "circle-open",
                             size=sizes if len(set(sizes)) > 1 else sizes[0],
                             line=dict(color=color, width=1.5 if not measured else 0.5)),
                 customdata=[_customdata(p) for p in pts], hovertemplate=template.replace("HW.", f"{model.hardware}."),
             ))
+        for level, symbol in (("l2", "square-open"), ("l1", "triangle-up-open")):
+            pts = [p for p in by_cell[cell] if getattr(p, f"ai_{level}") is not None]
+            if pts:
+                traces.append(dict(
+                    type="scattergl" if use_gl else "scatter", mode="markers", visible="legendonly",
+                    x=[_r(getattr(p, f"ai_{level}")) for p in pts], y=[_r(p.tflops) for p in pts],
+                    name=f"{cell} · {level.upper()} AI", legendgroup=cell,
+                    marker=dict(color=color, symbol=symbol, size=7),
+                    customdata=[[_t(p.function), p.kernel_id] for p in pts],
+                    hovertemplate=f"<b>%{{customdata[0]}}</b> %{{customdata[1]}} · {_t(cell)}<br>{level.upper()} AI "
+                                  f"%{{x:.3g}} FLOP/B ({level.upper()} bytes) · %{{y:.3g}} TFLOP/s<extra></extra>",
+                ))
     return traces
 
 
-def _far_below(model: RooflineModel, x_range: tuple[float, float],
-               y_range: tuple[float, float]) -> list[dict[str, Any]]:
-    """Label kernels under FAR_BELOW_PCT of their roof; labels stacked so they do not overlap (approximate pixels)."""
+def _top_labels(model: RooflineModel) -> list[RoofPoint]:
+    """The TOP_LABELS biggest measured kernels: by time share where imported, else by ncu time."""
+    pts = [p for p in model.points if p.measured]
+    return sorted(pts, key=lambda p: (-(p.time_share_pct if p.time_share_pct is not None else -1.0), -p.time_ns,
+                                      p.cell_id, p.kernel_id))[:TOP_LABELS]
+
+
+def _labels(model: RooflineModel, x_range: tuple[float, float],
+            y_range: tuple[float, float]) -> list[dict[str, Any]]:
+    """Label the biggest kernels (TOP_LABELS) and those under FAR_BELOW_PCT of their roof; labels stacked so they
+    do not overlap (approximate pixels)."""
     far = [p for p in model.points if p.measured and p.pct_of_roof is not None and p.pct_of_roof < FAR_BELOW_PCT]
-    far.sort(key=lambda p: (-(p.duration_ns or 0.0) * p.launches, p.cell_id, p.kernel_id))
-    width, height = 900.0, 530.0  # plot area of a 640 px figure next to its legend, roughly
+    far.sort(key=lambda p: (-p.time_ns, p.cell_id, p.kernel_id))
+    top = _top_labels(model)
+    chosen = {(p.cell_id, p.kernel_id): p for p in [*top, *far[:MAX_ANNOTATIONS]]}
+    width, height = 760.0, 530.0  # plot area of a 640 px figure next to its legend and strip, roughly
     placed: list[tuple[float, float, float]] = []  # label (left, top, right) in pixels from the plot's top left
     out = []
-    for p in sorted(far[:MAX_ANNOTATIONS], key=lambda p: (-p.tflops, p.cell_id, p.kernel_id)):
+    for p in sorted(chosen.values(), key=lambda p: (-p.tflops, p.cell_id, p.kernel_id)):
         name = p.function if len(p.function) <= 32 else p.function[:31] + "…"
-        text = f"{name} ({p.cell_id}): {p.pct_of_roof:.1f}% of roof"
+        share = f", {p.time_share_pct:.0f}% of time" if p.time_share_pct is not None else ""
+        text = f"{name} ({p.cell_id}{share}): {p.pct_of_roof:.0f}% of roof"
         px = (math.log10(p.ai or 1.0) - x_range[0]) / (x_range[1] - x_range[0]) * width
         py = (y_range[1] - math.log10(p.tflops)) / (y_range[1] - y_range[0]) * height
-        left, top = px + 30, py - 40
+        left, top_px = px + 30, py - 40
         right = left + 5.6 * len(text)
-        while any(top < t + 15 and top + 15 > t and left < r and right > lf for lf, t, r in placed):
-            top -= 16
-        placed.append((left, top, right))
+        if right > width:  # near the right edge: label to the left of the point
+            left, right = px - 30 - 5.6 * len(text), px - 30
+        while any(top_px < t + 15 and top_px + 15 > t and left < r and right > lf for lf, t, r in placed):
+            top_px -= 16
+        placed.append((left, top_px, right))
         out.append(dict(x=math.log10(p.ai or 1.0), y=math.log10(p.tflops), showarrow=True, arrowhead=2,
-                        arrowsize=0.8, arrowcolor="#888", ax=round(left - px), ay=round(top - py),
-                        xanchor="left", font=dict(size=10), bgcolor="rgba(255,255,255,0.85)", text=_t(text)))
+                        arrowsize=0.8, arrowcolor="#888", ax=round(left - px if left > px else right - px),
+                        ay=round(top_px - py), xanchor="left" if left > px else "right", font=dict(size=10),
+                        bgcolor="rgba(255,255,255,0.85)", text=_t(text)))
     return out
 
 
 def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
              contexts: Mapping[str, str] | None = None) -> go.Figure:
-    """Log-log roofline: roofs named by key path, filled markers (measured AI), hollow ones in a left band.
+    """Log-log roofline: roofs named by key path (each its colour) with ridge points, filled markers (measured AI)
+    labelled for the biggest kernels, and a separate strip of hollow markers (AI unmeasured) by SM busy %.
 
     contexts: cell id -> a short context line shown in that cell's hover (e.g. the fields that vary).
     """
     lo, hi = _x_extent(model)
-    band_x = 10.0 ** (lo - 1)
     roofs, annotations = _roof_traces(model, lo, hi)
     use_gl = len(model.points) > gl_threshold
-    traces = roofs + _kernel_traces(model, band_x, use_gl, contexts or {})
-    ys = [p.tflops for p in model.points] + [r.value for r in model.roofs if not r.is_memory]
+    traces = roofs + _kernel_traces(model, use_gl, contexts or {})
+    ys = [p.tflops for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
     mem = model.memory_roof
     if mem is not None:
         ys.append(10.0**lo * mem.value)
     ys = [y for y in ys if y > 0] or [1.0]
     y_lo, y_hi = math.log10(min(ys)) - 0.3, math.log10(max(ys)) + 0.4
     has_hollow = any(not p.measured for p in model.points)
-    tickvals = [10.0**d for d in range(lo, hi + 1)]
-    ticktext = [f"{v:g}" for v in tickvals]
-    shapes = []
-    if has_hollow:
-        tickvals.insert(0, band_x)
-        ticktext.insert(0, "AI<br>unmeasured")
-        shapes.append(dict(type="rect", xref="x", yref="paper", x0=band_x / 10**0.3, x1=band_x * 10**0.3, y0=0, y1=1,
-                           fillcolor="#f0f0f0", line=dict(width=0), layer="below"))
-        annotations.append(dict(x=lo - 1, y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
-                                text="AI unmeasured band<br>(%SoL only: y = SM busy × ceiling)",
-                                font=dict(size=10, color="#555")))
-    annotations += _far_below(model, (lo - 1.4, hi), (y_lo, y_hi))
-    return _figure(traces, dict(
+    annotations += _labels(model, (lo, hi), (y_lo, y_hi))
+    layout: dict[str, Any] = dict(
         title=dict(text=_t(title)), height=640, hovermode="closest",
-        xaxis=_axis("Arithmetic intensity (FLOP/byte, DRAM)", type="log", range=[lo - 1.4, hi],
-                    tickvals=tickvals, ticktext=ticktext),
-        yaxis=_axis("Achieved TFLOP/s", type="log", range=[y_lo, y_hi], dtick=1),
-        legend=dict(groupclick="toggleitem", font=dict(size=10)), annotations=annotations, shapes=shapes,
-    ))
+        xaxis=_axis("Arithmetic intensity (FLOP/byte, DRAM)", type="log", range=[lo, hi], dtick=1,
+                    domain=list(PLOT_DOMAIN) if has_hollow else [0, 1]),
+        yaxis=_axis("Achieved TFLOP/s", type="log", range=[y_lo, y_hi], dtick=1, anchor="x"),
+        legend=dict(groupclick="toggleitem", font=dict(size=10)), annotations=annotations,
+    )
+    if has_hollow:
+        layout["xaxis2"] = dict(domain=list(STRIP_DOMAIN), range=[0, 1], showticklabels=False, showgrid=False,
+                                zeroline=False, title=dict(text="AI<br>unmeasured", font=dict(size=10)))
+        layout["yaxis2"] = _axis("SM busy % (AI unmeasured: no FLOP/byte counters)", anchor="x2", range=[0, 105])
+    return _figure(traces, layout)
 
 
 def bars(rows: Sequence[Mapping[str, Any]], label_key: str, value_key: str, title: str, axis_title: str,

@@ -8,13 +8,19 @@ the GPU activity (kernels, memcpys, memsets) that starts inside the window; the 
 minus that busy time: when it dominates, the step is host-bound and kernel work is moot. Written as `step_budget`
 into the evidence bundle's inference_perfbench_v1.json, with `step_budget_source` (file, sha256, how steps were
 found).
+
+A window that started no GPU work is not a step (a sync right after the previous one, a trace's idle head): it is
+left out and counted in the method. The budget's headline is time-weighted over steps (`host_share_pct`: total host
+gap / total wall time), the one number the CLI and page 3 print. Fewer than MIN_STEPS steps give a warning: one
+step's host gap is mostly warm-up and noise.
 """
 
 from __future__ import annotations
 
 import re
 import reprlib
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -24,6 +30,7 @@ from perfreport.timeshare.model import INT64_LIMIT, read_input
 from perfreport.timeshare.torch_trace import EXPECTED, load_events
 
 DEFAULT_STEP_RE = r"^ProfilerStep#\d+$"
+MIN_STEPS = 5
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _LIMIT_US = INT64_LIMIT / 1000  # ts and dur are microseconds; the lake holds ns in 64 bits
 _SYNC = re.compile(r"^cuda(Device|Stream|Event)Synchronize$")
@@ -31,10 +38,23 @@ _SYNC = re.compile(r"^cuda(Device|Stream|Event)Synchronize$")
 
 @dataclass
 class StepBudget:
-    """The steps found and how (annotation name pattern or synchronize calls)."""
+    """The steps found and how (annotation name pattern or synchronize calls), and what to warn about."""
 
     steps: list[dict[str, Any]]
     method: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def host_share_pct(self) -> float | None:
+        """The budget's headline: host gap as a share of wall time over all steps (time-weighted)."""
+        return host_share_pct(self.steps)
+
+
+def host_share_pct(steps: Sequence[Mapping[str, Any]]) -> float | None:
+    """100 x total host gap / total wall time of the steps (a long step weighs more than a short one); None
+    without steps. The CLI, page 3 and the bundle reader all call this one function."""
+    wall = sum(float(s["wall_ms"]) for s in steps)
+    return 100.0 * sum(float(s["host_gap_ms"]) for s in steps) / wall if wall > 0 else None
 
 
 def _intervals(path: Path, events: list[Any], pred: Any) -> list[tuple[float, float, str]]:
@@ -105,12 +125,24 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
             f"`torch.profiler.record_function('step')` and pass --step-regex '^step$'), then export the trace again.")
     steps = []
     for start, end, name in windows:
+        events_in = sum(1 for a, _, _ in gpu if start <= a < end)
+        if events_in == 0:  # no GPU work started: not a step
+            continue
         busy = _busy_us(gpu, start, end)
         wall = end - start
         steps.append({"step": name, "wall_ms": wall / 1e3, "gpu_busy_ms": busy / 1e3,
-                      "host_gap_ms": max(wall - busy, 0.0) / 1e3,
-                      "gpu_events": sum(1 for a, _, _ in gpu if start <= a < end)})
-    return StepBudget(steps, method)
+                      "host_gap_ms": max(wall - busy, 0.0) / 1e3, "gpu_events": events_in})
+    if not steps:
+        raise InputError(f"'{path}': {len(windows)} step window(s) found ({method}), none with GPU work; the trace "
+                         f"holds no GPU activity inside its steps. Profile with activities=[CPU, CUDA].")
+    dropped = len(windows) - len(steps)
+    if dropped:
+        method += f"; {dropped} window(s) without GPU work left out"
+    warnings = []
+    if len(steps) < MIN_STEPS:
+        warnings.append(f"only {len(steps)} step(s) with GPU work (fewer than {MIN_STEPS}): the host share is "
+                        f"dominated by warm-up and noise; profile at least {MIN_STEPS} steps (prof.step() each).")
+    return StepBudget(steps, method, warnings)
 
 
 def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_STEP_RE) -> tuple[Path, StepBudget]:

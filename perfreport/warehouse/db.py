@@ -16,8 +16,9 @@ from typing import Any
 import duckdb
 
 from perfreport.config.campaign import Campaign, load_campaign
+from perfreport.config.ceilings import load_ceilings
 from perfreport.errors import InputError, PerfReportError
-from perfreport.ncu.kernel_identity import normalize
+from perfreport.ncu.kernel_identity import normalize, simplify
 from perfreport.ncu.row import KERNEL_ROW
 
 SCHEMA_VERSION = 1
@@ -71,11 +72,14 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "cells": CELL_COLUMNS + [(c, t) for c, _, _, t in CONTEXT_COLUMNS],
     "ncu_sources": [("cell_id", "VARCHAR")] + [(c, t) for _, c, t in NCU_SOURCE_FIELDS],
     "ncu_kernels": [("cell_id", "VARCHAR"), ("section_set", "VARCHAR"), ("flops_total", "DOUBLE")]
-    + [(c, t) for _, c, t in NCU_KERNEL_FIELDS],  # INSERT ... BY NAME: the select order does not matter
-    "kernel_times": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")] + [(c, t) for _, c, t in TIMES_FIELDS],
+    + [(c, t) for _, c, t in NCU_KERNEL_FIELDS] + [("kernel", "VARCHAR")],  # INSERT BY NAME: order free
+    "kernel_times": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")] + [(c, t) for _, c, t in TIMES_FIELDS]
+    + [("kernel", "VARCHAR")],
     "kernel_samples": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")]
-    + [(c, t) for _, c, t in SAMPLES_FIELDS],
+    + [(c, t) for _, c, t in SAMPLES_FIELDS] + [("kernel", "VARCHAR")],
     "kernel_aliases": [("name", "VARCHAR"), ("file_function", "VARCHAR"), ("function", "VARCHAR")],
+    "kernel_keys": [("cell_id", "VARCHAR"), ("function", "VARCHAR"), ("name", "VARCHAR"), ("kernel", "VARCHAR")],
+    "launch_floor": [("hardware", "VARCHAR"), ("floor_us", "DOUBLE"), ("key", "VARCHAR")],
 }
 
 
@@ -209,6 +213,32 @@ def match_functions(con: duckdb.DuckDBPyConnection) -> None:
                     "WHERE t.name = a.name AND t.function IS NOT DISTINCT FROM a.file_function")
 
 
+def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
+    """Key every row by the piece of code it ran (column `kernel`, what the views join on; table kernel_keys).
+
+    A function that ran as one instantiation in a cell (on each source) is keyed by the function: spelling
+    differences between tools cannot split it. A function several instantiations of which ran in one cell (the
+    SiLU, mul and add `vectorized_elementwise_kernel`) keys each by its instantiation (kernel_identity.simplify),
+    so their counters and time shares stay apart.
+    """
+    tables = ("ncu_kernels", "kernel_times", "kernel_samples")
+    rows = con.execute(" UNION ".join(f"SELECT DISTINCT '{t}', cell_id, function, name FROM {t}" for t in tables)
+                       ).fetchall()
+    seen: dict[tuple[str, str, str], set[str]] = {}
+    for table, cell, function, name in rows:
+        seen.setdefault((table, cell, function), set()).add(simplify(name))
+    several = {(cell, function) for (_, cell, function), names in seen.items() if len(names) > 1}
+    keys = sorted({(cell, function, name, simplify(name) if (cell, function) in several else function)
+                   for _, cell, function, name in rows})
+    if not keys:
+        return
+    con.execute("INSERT INTO kernel_keys SELECT unnest($1), unnest($2), unnest($3), unnest($4)",
+                [list(column) for column in zip(*keys, strict=True)])
+    for table in tables:
+        con.execute(f"UPDATE {table} t SET kernel = k.kernel FROM kernel_keys k "
+                    "WHERE t.cell_id = k.cell_id AND t.function = k.function AND t.name = k.name")
+
+
 def _create_views(con: duckdb.DuckDBPyConnection) -> None:
     sql_dir = resources.files("perfreport.warehouse").joinpath("sql")
     for entry in sorted((e for e in sql_dir.iterdir() if e.name.endswith(".sql")), key=lambda e: e.name):
@@ -229,6 +259,10 @@ def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     _load_timeline(con, campaign, "kernel_samples", SAMPLES_FILE, SAMPLES_FIELDS)
     con.execute("DROP TABLE IF EXISTS _raw")
     match_functions(con)
+    assign_kernel_keys(con)
+    floor = load_ceilings(campaign.ceilings_override).launch_floor(campaign.hardware)
+    if floor is not None:  # the views hold a launch-bound kernel to it (one row: the campaign's hardware)
+        con.execute("INSERT INTO launch_floor VALUES ($1, $2, $3)", [campaign.hardware, *floor])
     _create_views(con)
     return con
 

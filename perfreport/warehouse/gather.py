@@ -141,7 +141,7 @@ def _bundle_rows(cell_id: str, paths: list[Path]) -> tuple[list[dict[str, Any]],
             busy, gap = (step.get("gpu_busy_ms"), step.get("host_gap_ms")) if isinstance(step, Mapping) else (None,) * 2
             if isinstance(busy, int | float) and isinstance(gap, int | float):
                 steps.append({"cell_id": cell_id, "bundle": bundle, "step": str(step.get("step", i)),
-                              "gpu_busy_ms": float(busy), "host_gap_ms": float(gap),
+                              "gpu_busy_ms": float(busy), "host_gap_ms": float(gap), "wall_ms": float(busy + gap),
                               "host_share_pct": 100.0 * gap / (busy + gap) if busy + gap > 0 else None})
     return serving, steps
 
@@ -170,7 +170,7 @@ def _warehouse(campaign_dir: Path) -> dict[str, list[dict[str, Any]]]:
             for col in JSON_COLUMNS:
                 k[col] = json.loads(k[col]) if isinstance(k[col], str) else k[col]
         join = _dicts(con, "SELECT *, ncu_duration_ns * ncu_launches / 1e6 AS ncu_ms FROM kernel_join "
-                           "ORDER BY cell_id, function")
+                           "ORDER BY cell_id, label")
         totals: dict[str, float] = {}
         for r in join:
             totals[r["cell_id"]] = totals.get(r["cell_id"], 0.0) + (r["ncu_ms"] or 0.0)
@@ -180,7 +180,7 @@ def _warehouse(campaign_dir: Path) -> dict[str, list[dict[str, Any]]]:
         return {
             "kernels": kernels, "join": join,
             "sources": _dicts(con, "SELECT * FROM ncu_sources ORDER BY cell_id, source"),
-            "unmatched": _dicts(con, "SELECT * FROM unmatched_kernels ORDER BY cell_id, function, missing_from"),
+            "unmatched": _dicts(con, "SELECT * FROM unmatched_kernels ORDER BY cell_id, label, missing_from"),
         }
     finally:
         con.close()
@@ -207,7 +207,9 @@ def gather(campaign_dir: Path) -> CampaignData:
         cells.append(CellData(cell, cell.effective_context(campaign), kernels.get(cell.id, []),
                               sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps))
     join, unmatched = wh["join"], wh["unmatched"]
-    shares = {(r["cell_id"], r["function"]): r["time_share_pct"] for r in join if r.get("time_share_pct") is not None}
-    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares)
+    shares = {(r["cell_id"], r["kernel_id"]): r["time_share_pct"] for r in join
+              if r.get("time_share_pct") is not None and r.get("kernel_id") is not None}
+    chosen = {(r["cell_id"], r["kernel_id"]) for r in join if r.get("kernel_id") is not None}
+    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares, chosen)
     return CampaignData(campaign, ceilings, cells, join, unmatched, model)
 

@@ -1,9 +1,10 @@
 """Roofline model: which roofs to draw (by key path) and where each kernel sits, from ncu rows and ceilings.
 
-Pure (no I/O). A kernel with measured arithmetic intensity is a point (AI, achieved TFLOP/s). A kernel without
-it (a `--set basic` capture) has no roofline position: it is placed in a separate "AI unmeasured" band at
-y = sm_throughput_pct / 100 x its family's compute ceiling, marked hollow and described as "%SoL only". SM busy
-is the busiest SM sub-unit, not a FLOP rate, so such a point is never called "at roof".
+Pure (no I/O). One point per kernel row the warehouse chose for its cell (kernel_ncu: the richest capture of each
+kernel, so a `--set full` row hides the `--set basic` row of the same kernel). A kernel with measured arithmetic
+intensity is a point (AI, achieved TFLOP/s). A kernel without it (only a `--set basic` capture) has no roofline
+position: it is drawn hollow in a separate "AI unmeasured" strip by its SM busy %, never on the achieved-TFLOP/s
+axis: SM busy is the busiest SM sub-unit, not a FLOP rate.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Roof:
     key: str
     value: float
     level: str  # "compute" | "dram" | "l2" | "l1"
+    measured_for: str | None = None  # an achievable (measured) roof: the datasheet roof key it stands beside
 
     @property
     def is_memory(self) -> bool:
@@ -41,7 +43,7 @@ class RoofPoint:
 
     cell_id: str
     kernel_id: str
-    function: str
+    function: str  # with " #n" when the kernel's launches were split by the work they did
     family: str
     source: str  # section set of the capture ("full", "basic", ...) or the file id
     measured: bool  # True: x = measured AI; False: hollow marker in the "AI unmeasured" band
@@ -56,8 +58,16 @@ class RoofPoint:
     bound: str | None
     duration_ns: float | None
     launches: int
-    ai_l2: float | None = None
+    ai_l2: float | None = None  # hierarchical points (L2, L1 bytes): drawn only where measured, beside their roofs
+    ai_l1: float | None = None
     time_share_pct: float | None = None
+    flops: float | None = None  # per launch: the inputs of AI = flops / dram_bytes and TFLOP/s = flops / duration
+    dram_bytes: float | None = None
+
+    @property
+    def time_ns(self) -> float:
+        """ncu time of the row (launches x duration): the order of "biggest kernels" without a time share."""
+        return (self.duration_ns or 0.0) * self.launches
 
 
 @dataclass
@@ -71,8 +81,8 @@ class RooflineModel:
 
     @property
     def memory_roof(self) -> Roof | None:
-        """Return the DRAM roof, if the hardware has one."""
-        return next((r for r in self.roofs if r.level == "dram"), None)
+        """Return the DRAM (datasheet) roof, if the hardware has one."""
+        return next((r for r in self.roofs if r.level == "dram" and r.measured_for is None), None)
 
 
 def _positive(v: Any) -> bool:
@@ -125,14 +135,20 @@ def build_roofline(
     ceilings: Ceilings,
     hardware: str,
     time_shares: Mapping[tuple[str, str], float] | None = None,
+    keep: set[tuple[str, str]] | None = None,
 ) -> RooflineModel:
     """Place kernel rows (each with cell_id and source_set) on the roofline of `hardware`.
 
-    time_shares maps (cell_id, function) to a time share in % (marker size); missing means unknown.
+    time_shares maps (cell_id, kernel id) to a time share in % (marker size); missing means unknown. keep: the
+    (cell_id, kernel id) rows to draw (the warehouse's chosen rows); None draws every row.
     """
-    rows = sorted(kernels, key=lambda k: (k["cell_id"], k["id"]))
-    shares = time_shares or {}
+    everything = sorted(kernels, key=lambda k: (k["cell_id"], k["id"]))
+    rows = [k for k in everything if keep is None or (k["cell_id"], k["id"]) in keep]
     notes: list[str] = []
+    if len(rows) < len(everything):
+        notes.append(f"{len(everything) - len(rows)} kernel row(s) of a poorer capture (e.g. --set basic beside "
+                     f"--set full of the same kernel) not drawn: one point per kernel per cell.")
+    shares = time_shares or {}
     refs: dict[str, Roof] = {}
     hbm_key = f"{hardware}.hbm_tbps"
     hbm = ceilings.value(hbm_key) if hbm_key in ceilings.key_paths(hardware) else None
@@ -146,7 +162,8 @@ def build_roofline(
         measured = bool(k.get("ai_measured")) and _positive(k.get("arithmetic_intensity"))
         dtype = k.get("tensor_dtype") if measured else None
         ref = _compute_ref(ceilings, hardware, k["family"], dtype, notes)
-        label = f"{k['cell_id']} / {k['id']} {k['function']}"
+        name = k["function"] + (f" #{k['instance']}" if k.get("instance") else "")
+        label = f"{k['cell_id']} / {k['id']} {name}"
         if ref is None:
             notes.append(f"{label}: no compute ceiling for {hardware}; not drawn.")
             continue
@@ -166,13 +183,24 @@ def build_roofline(
             ai, y, pct_of_roof = None, float(k["sm_throughput_pct"]) / 100.0 * ref.value, None
         refs.setdefault(ref.key, Roof(ref.key, ref.value, "compute"))
         points.append(RoofPoint(
-            cell_id=k["cell_id"], kernel_id=k["id"], function=k["function"], family=k["family"],
+            cell_id=k["cell_id"], kernel_id=k["id"], function=name, family=k["family"],
             source=str(k.get("source_set") or k.get("source") or ""), measured=measured, ai=ai, tflops=y,
             ceiling_key=ref.key, ceiling_value=ref.value, pct_of_roof=pct_of_roof,
             sm_pct=k.get("sm_throughput_pct"), sol_pct=k.get("sol_pct"), sol_key=k.get("sol_ceiling_key"),
             bound=k.get("bound"), duration_ns=k.get("duration_ns"), launches=int(k.get("launches") or 1),
-            ai_l2=k.get("ai_l2"), time_share_pct=shares.get((k["cell_id"], k["function"])),
+            ai_l2=k.get("ai_l2") if measured and _positive(k.get("ai_l2")) else None,
+            ai_l1=k.get("ai_l1") if measured and _positive(k.get("ai_l1")) else None,
+            time_share_pct=shares.get((k["cell_id"], k["id"])),
+            flops=k.get("flops_total", (k.get("flops") or {}).get("total")), dram_bytes=k.get("dram_bytes"),
         ))
     roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
-    roofs += _level_roofs(ceilings, hardware, rows, notes)
+    achievable: list[Roof] = []
+    for roof in roofs:  # what the GPU really reaches on each roof, drawn beside it (achievable_ceiling_map)
+        kind, unit = ("memory", "tbps") if roof.is_memory else ("compute", "tops" if roof.key.endswith("_tops")
+                                                                  else "tflops")
+        ach = ceilings.achievable_for(CeilingRef(roof.key, roof.value, kind, unit))  # type: ignore[arg-type]
+        if ach is not None:
+            achievable.append(Roof(ach.key, ach.value, roof.level, measured_for=roof.key))
+    roofs += achievable
+    roofs += _level_roofs(ceilings, hardware, [k for k in rows if k.get("ai_measured")], notes)
     return RooflineModel(hardware, roofs, points, sorted(set(notes)))

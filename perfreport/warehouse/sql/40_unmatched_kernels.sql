@@ -1,5 +1,5 @@
 -- unmatched_kernels: a kernel a cell's source saw that another source of the same cell did not; one row per
--- (cell_id, function, missing_from). Only sources the cell has data for count (a cell without
+-- (cell_id, label, missing_from). Only sources the cell has data for count (a cell without
 -- kernel_samples.json reports nothing as missing from 'samples'). Side names: 'ncu', 'times', 'samples'.
 CREATE OR REPLACE VIEW unmatched_kernels AS
 WITH present AS (
@@ -17,6 +17,7 @@ sides AS (
 )
 SELECT
     j.cell_id,
+    j.label,
     j.function,
     j.name,
     s.side AS missing_from,
