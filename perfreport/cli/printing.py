@@ -50,6 +50,8 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
         sol = "—" if k["sol_pct"] is None else f"{k['sol_pct']:.1f}% ({k['sol_ceiling_key']})"
         if k["sol_pct"] is None and k["sol_ceiling_key"]:
             sol = f"— ({k['sol_ceiling_key']})"
+        if k.get("pct_of_achievable") is not None:  # the measured roof beside the datasheet one
+            sol += f" / {k['pct_of_achievable']:.1f}% achievable"
         occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
         ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
         part = f" #{k['instance']}" if k.get("instance") else ""  # launches of one grid split by their work
@@ -73,12 +75,12 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
             "warnings": result.warnings, "next_lever": next_lever,
         }, sort_keys=True))
         return
-    console = console or _console(170)
+    console = console or _console(200)
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")
     for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
-                      ("TFLOP/s", "right"), ("%SoL (ceiling key)", "left"), ("occupancy ach/theo", "right"),
-                      ("verdict", "left")):
+                      ("TFLOP/s", "right"), ("%SoL (ceiling key) / % of achievable", "left"),
+                      ("occupancy ach/theo", "right"), ("verdict", "left")):
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for row in kernel_rows(result.kernels):
         table.add_row(*row)

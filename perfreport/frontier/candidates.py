@@ -59,8 +59,9 @@ class KernelLever:
             return f"{self.label} in {self.cell_id}: time saved unknown ({self.basis})"
         step = f", {self.saved_us_per_step:.1f} µs per step" if self.saved_us_per_step is not None else ""
         host = f"; {self.host_note}" if self.host_note else ""
-        return (f"{self.label} in {self.cell_id}: saves up to {self.saved_pct:.1f}% of the cell's timeline "
-                f"({self.saved_ms:.3f} ms{step}) {self.basis}{host}")
+        ms = "" if self.saved_ms is None else f" ({self.saved_ms:.3f} ms{step})"
+        return f"{self.label} in {self.cell_id}: saves up to {self.saved_pct:.1f}% of the cell's timeline{ms}; " \
+               f"{self.basis}{host}"
 
 
 def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
@@ -115,6 +116,11 @@ def kernel_lever(row: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = ()
         if what.endswith("roof") and pct is not None:
             basis += f" {key} (at {pct:.0f}%)" + ("; no measured roof on this hardware" if what == "datasheet roof"
                                                   else "")
+    elif row.get("ncu_share_pct") is not None and row.get("bound") == "latency":
+        saved = float(row["ncu_share_pct"])
+        saved_ms = None if row.get("ncu_ms") is None else float(row["ncu_ms"])
+        basis = ("launch-bound, no timeline imported: its launch floor cannot be placed, so its whole ncu "
+                 "duration share, an upper bound")
     elif row.get("ncu_share_pct") is not None and pct is not None:
         fraction = 1.0 - min(max(pct, 0.0), 100.0) / 100.0
         saved = float(row["ncu_share_pct"]) * fraction

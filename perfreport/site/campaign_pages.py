@@ -47,17 +47,21 @@ JOIN_COLUMNS = [
     C("share_split", "share split by"),
     C("total_ms", "total (time source)", "ms"), C("time_source", "time source"), C("instances", "instances", "num"),
     C("ncu_ms", "ncu duration", "ms"), C("ncu_share_pct", "ncu duration share", "pct"),
-    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"), C("bound", "bound"),
+    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
+    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"), C("bound", "bound"),
     C("arithmetic_intensity", "AI FLOP/B", "num"), C("ai_measured", "AI measured", "value"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("sm_throughput_pct", "SM %peak", "pct"),
     C("amdahl_bound_pct", "Amdahl bound", "pct"), C("amdahl_bound_ms", "Amdahl bound ms", "ms"),
+    C("amdahl_basis", "bound against", wrap=True),
     C("matched_sources", "matched sources", "value"),
 ]
 KERNEL_COLUMNS = [
     C("cell_id", "cell"), C("id", "id"), C("function", "kernel function"), C("family", "family"),
     C("source_set", "set"), C("launches", "launches", "num"), C("duration_ns", "duration", "duration_ns"),
     C("arithmetic_intensity", "AI FLOP/B", "num"), C("achieved_tflops", "TFLOP/s", "num"),
-    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"), C("sm_throughput_pct", "SM %peak", "pct"),
+    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
+    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
+    C("sm_throughput_pct", "SM %peak", "pct"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("bound", "bound"), C("name", "demangled name", wrap=True),
 ]
 INTERNALS_COLUMNS = [
