@@ -58,6 +58,13 @@ def test_cli_writes_step_budget_into_the_bundle_and_page_3_reads_it(tmp_path: Pa
     assert all(s["gpu_events"] > 0 for s in doc["step_budget"])
     assert steps[0]["host_share_pct"] == pytest.approx(
         100 * doc["step_budget"][0]["host_gap_ms"] / doc["step_budget"][0]["wall_ms"])
+    # page 3's headline is the CLI's number: the same time-weighted share, to the same digit
+    import re
+
+    from perfreport.frontier.candidates import host_verdict
+
+    cli_pct = re.search(r"\(([0-9.]+)% host, time-weighted\)", run.stdout)
+    assert cli_pct is not None and f" {cli_pct.group(1)}% of the steps' time" in str(host_verdict(steps))
 
 
 def test_no_steps_and_bad_regex_are_clear_errors(tmp_path: Path) -> None:
@@ -97,3 +104,11 @@ def test_profiler_step_annotations_are_the_steps(mode: str, kernels_per_step: in
         assert s["gpu_events"] == len(inside) and sum(1 for e in inside if e["cat"] == "kernel") == kernels_per_step
     share = sum(s["host_gap_ms"] for s in budget.steps) / sum(s["wall_ms"] for s in budget.steps)
     assert host_share[0] < share < host_share[1]
+
+
+def test_the_host_share_is_weighted_by_step_time_not_a_mean_of_steps() -> None:
+    from perfreport.timeshare.step_budget import host_share_pct
+
+    steps = [{"wall_ms": 0.029, "host_gap_ms": 0.029}, {"wall_ms": 10.0, "host_gap_ms": 2.0}]
+    assert host_share_pct(steps) == pytest.approx(100 * 2.029 / 10.029)  # 20.2%, not the per-step mean of 60%
+    assert host_share_pct([]) is None
