@@ -114,12 +114,13 @@ def summary_page(data: CampaignData, groups: list[Comparison], mismatches: list[
              "kernels": len(cd.kernels)} for cd in data.cells]
     page.add_table(Table("cells", "Cells (fields that differ between cells)", cols, rows, link_key="cell_id"))
     ranked = rank_campaign(data)  # the one ranking: page 7, value_view and the import summary use it too
+    firsts = _firsts(ranked)
     page.add_table(Table("headlines", "Headline verdicts per cell", [
         C("cell_id", "cell"), C("ncu_ms", "ncu-measured kernel time", "ms"),
         C("bound_mix", "time by bound verdict", wrap=True), C("top", "longest kernel", wrap=True),
         C("time_shares", "time shares", wrap=True), C("next_lever", "next lever", wrap=True),
         C("host", "host vs GPU", wrap=True),
-    ], [_headline(data, cd, ranked) for cd in data.cells], link_key="cell_id"))
+    ], [_headline(data, cd, firsts) for cd in data.cells], link_key="cell_id"))
     lever = _first(ranked)
     page.context.update(next_lever=lever and lever.as_row(), groups=groups,
                         description=data.ceilings.description(camp.hardware), hardware=camp.hardware,
@@ -135,16 +136,25 @@ def _v(v: Any) -> str:
     return "(not filled)" if v is None else str(v)
 
 
-def _first(ranked: list[KernelLever], cell_id: str | None = None) -> KernelLever | None:
-    """The next lever: the first kernel of the ranking (of one cell) that saves anything."""
-    return next((k for k in ranked if k.saved_pct and cell_id in (None, k.cell_id)), None)
+def _first(ranked: list[KernelLever]) -> KernelLever | None:
+    """The next lever: the first kernel of the ranking that saves anything."""
+    return next((k for k in ranked if k.saved_pct), None)
 
 
-def _headline(data: CampaignData, cd: CellData, ranked: list[KernelLever]) -> dict[str, Any]:
+def _firsts(ranked: list[KernelLever]) -> dict[str, KernelLever]:
+    """Each cell's first kernel of the ranking that saves anything (one pass over the ranking)."""
+    out: dict[str, KernelLever] = {}
+    for k in ranked:
+        if k.saved_pct and k.cell_id not in out:
+            out[k.cell_id] = k
+    return out
+
+
+def _headline(data: CampaignData, cd: CellData, firsts: dict[str, KernelLever]) -> dict[str, Any]:
     rows = data.join_by_cell.get(cd.id, [])
     mix = bound_mix(rows)
     longest = max(rows, key=lambda r: (r.get("ncu_ms") or 0.0, r["label"]), default=None)
-    lever = _first(ranked, cd.id)
+    lever = firsts.get(cd.id)
     timed = sorted({str(r["time_source"]) for r in rows if r.get("time_source")})
     top = None
     if longest is not None and longest.get("ncu_ms"):

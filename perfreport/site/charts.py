@@ -128,12 +128,14 @@ def _short_key(key: str | None) -> str:
     return "—" if key is None else key.split(".", 1)[-1]
 
 
-def _sci(v: float | None, unit: str) -> str:
-    return "—" if v is None else f"{v:.4g} {unit}"
+def _sci(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
 
 
-def _customdata(p: RoofPoint) -> list[Any]:
+def _customdata(p: RoofPoint, inputs: bool = True) -> list[Any]:
     """Per point, short (10,000 points must fit a 2 MB page); slots differ by kind, see HOVER_MEASURED/UNMEASURED.
+    `inputs`: the FLOPs and bytes behind AI and TFLOP/s (left out of a WebGL roofline of thousands of points: the
+    kernel tables hold them).
 
     A number formatted by the hover template must never be null (plotly would print 0): optional ones are strings.
     """
@@ -141,8 +143,8 @@ def _customdata(p: RoofPoint) -> list[Any]:
     tail = [p.bound or "—", dur, p.launches, _opt(p.time_share_pct, ".1f", "%")]
     if p.measured:
         return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.pct_of_roof, 3), _opt(p.sm_pct, ".1f", "%"),
-                _opt(p.sol_pct, ".1f", "%"), _short_key(p.sol_key), *tail, _sci(p.flops, "FLOP"),
-                _sci(p.dram_bytes, "B")]
+                _opt(p.sol_pct, ".1f", "%"), _short_key(p.sol_key), *tail,
+                *((_sci(p.flops), _sci(p.dram_bytes)) if inputs else ())]
     return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.sm_pct, 3), _short_key(p.ceiling_key), *tail]
 
 
@@ -153,9 +155,11 @@ def _hover(body: str, first_tail_slot: int) -> str:
             f"%{{customdata[{n + 3}]}}<extra></extra>")
 
 
-HOVER_MEASURED = _hover("AI = %{customdata[10]} / %{customdata[11]} (DRAM) = %{x:.3g} FLOP/B<br>"
-                        "%{y:.3g} TFLOP/s = %{customdata[10]} / %{customdata[7]} µs · %{customdata[2]}% of roof "
+HOVER_MEASURED = _hover("AI = %{customdata[10]} FLOP / %{customdata[11]} B (DRAM) = %{x:.3g} FLOP/B<br>"
+                        "%{y:.3g} TFLOP/s = %{customdata[10]} FLOP / %{customdata[7]} µs · %{customdata[2]}% of roof "
                         "here<br>%SoL %{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
+HOVER_MEASURED_GL = _hover("AI %{x:.3g} FLOP/B · %{y:.3g} TFLOP/s · %{customdata[2]}% of roof here<br>%SoL "
+                           "%{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
 HOVER_UNMEASURED = _hover(UNMEASURED_LABEL + ": SM busy %{y:.3g}% (no FLOP or DRAM-byte counters in this "
                           "capture; its %SoL ceiling would be HW.%{customdata[3]})", 4)
 
@@ -189,7 +193,8 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                 ys, axes = [_r(p.sm_pct) for p in pts], {"xaxis": "x2", "yaxis": "y2"}
             sizes = [_size(p) for p in pts]
             kind = "AI measured" if measured else "AI unmeasured (%SoL only)"
-            template = (HOVER_MEASURED if measured else HOVER_UNMEASURED).replace("CELL", _t(cell))
+            hover = (HOVER_MEASURED_GL if use_gl else HOVER_MEASURED) if measured else HOVER_UNMEASURED
+            template = hover.replace("CELL", _t(cell))
             template = template.replace("CONTEXT", context)
             traces.append(dict(
                 type="scattergl" if use_gl else "scatter", x=xs, y=ys, mode="markers", **axes,
@@ -197,20 +202,21 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                 marker=dict(color=color, symbol="circle" if measured else "circle-open",
                             size=sizes if len(set(sizes)) > 1 else sizes[0],
                             line=dict(color=color, width=1.5 if not measured else 0.5)),
-                customdata=[_customdata(p) for p in pts], hovertemplate=template.replace("HW.", f"{model.hardware}."),
+                customdata=[_customdata(p, not use_gl) for p in pts],
+                hovertemplate=template.replace("HW.", f"{model.hardware}."),
             ))
-        for level, symbol in (("l2", "square-open"), ("l1", "triangle-up-open")):
-            pts = [p for p in by_cell[cell] if getattr(p, f"ai_{level}") is not None]
-            if pts:
-                traces.append(dict(
-                    type="scattergl" if use_gl else "scatter", mode="markers", visible="legendonly",
-                    x=[_r(getattr(p, f"ai_{level}")) for p in pts], y=[_r(p.tflops) for p in pts],
-                    name=f"{cell} · {level.upper()} AI", legendgroup=cell,
-                    marker=dict(color=color, symbol=symbol, size=7),
-                    customdata=[[_t(p.function), p.kernel_id] for p in pts],
-                    hovertemplate=f"<b>%{{customdata[0]}}</b> %{{customdata[1]}} · {_t(cell)}<br>{level.upper()} AI "
-                                  f"%{{x:.3g}} FLOP/B ({level.upper()} bytes) · %{{y:.3g}} TFLOP/s<extra></extra>",
-                ))
+    # one legend-only trace per level; left out past GL_THRESHOLD points, where they would double the page
+    for level, symbol in (("l2", "square-open"), ("l1", "triangle-up-open")) if not use_gl else ():
+        pts = [p for p in model.points if getattr(p, f"ai_{level}") is not None]
+        if pts:
+            traces.append(dict(
+                type="scattergl" if use_gl else "scatter", mode="markers", visible="legendonly",
+                x=[_r(getattr(p, f"ai_{level}"), 3) for p in pts], y=[_r(p.tflops, 3) for p in pts],
+                name=f"{level.upper()} AI (every cell)", legendgroup=f"hierarchy-{level}",
+                marker=dict(color=ROOF_COLORS[level], symbol=symbol, size=6),
+                hovertemplate=f"{level.upper()} AI %{{x:.3g}} FLOP/B ({level.upper()} bytes) · %{{y:.3g}} TFLOP/s"
+                              f"<extra></extra>",
+            ))
     return traces
 
 

@@ -224,11 +224,12 @@ def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
     tables = ("ncu_kernels", "kernel_times", "kernel_samples")
     rows = con.execute(" UNION ".join(f"SELECT DISTINCT '{t}', cell_id, function, name FROM {t}" for t in tables)
                        ).fetchall()
+    instantiation = {name: simplify(name) for name in {r[3] for r in rows}}  # once per distinct name
     seen: dict[tuple[str, str, str], set[str]] = {}
     for table, cell, function, name in rows:
-        seen.setdefault((table, cell, function), set()).add(simplify(name))
+        seen.setdefault((table, cell, function), set()).add(instantiation[name])
     several = {(cell, function) for (_, cell, function), names in seen.items() if len(names) > 1}
-    keys = sorted({(cell, function, name, simplify(name) if (cell, function) in several else function)
+    keys = sorted({(cell, function, name, instantiation[name] if (cell, function) in several else function)
                    for _, cell, function, name in rows})
     if not keys:
         return
