@@ -192,6 +192,9 @@ def _load_timeline(con: duckdb.DuckDBPyConnection, campaign: Campaign, table: st
     )
 
 
+KERNEL_TABLES = ("ncu_kernels", "kernel_times", "kernel_samples")  # the tables whose rows name a kernel
+
+
 def match_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Re-key every row on its name's function identity (kernel_identity.normalize) before the views join.
 
@@ -200,17 +203,21 @@ def match_functions(con: duckdb.DuckDBPyConnection) -> None:
     ncu_kernels.json but is `vectorized_elementwise_kernel` in a torch trace): those rows get the normalized
     function, and table kernel_aliases(name, file_function, function) records each change.
     """
-    tables = ("ncu_kernels", "kernel_times", "kernel_samples")
-    pairs = con.execute(" UNION ".join(f"SELECT DISTINCT name, function FROM {t}" for t in tables)).fetchall()
+    pairs = con.execute(" UNION ".join(f"SELECT DISTINCT name, function FROM {t}" for t in KERNEL_TABLES)).fetchall()
     aliases = [(name, function, key) for name, function in pairs
                if name is not None and (key := normalize(name)) and key != function]
     if not aliases:
         return
-    con.execute("INSERT INTO kernel_aliases SELECT unnest($1), unnest($2), unnest($3)",
-                [list(column) for column in zip(*aliases, strict=True)])
-    for table in tables:
+    _insert_rows(con, "kernel_aliases", aliases)
+    for table in KERNEL_TABLES:
         con.execute(f"UPDATE {table} t SET function = a.function FROM kernel_aliases a "
                     "WHERE t.name = a.name AND t.function IS NOT DISTINCT FROM a.file_function")
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Insert rows (tuples in the table's column order) in one statement, a list per column."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    con.execute(f"INSERT INTO {table} SELECT " + ", ".join(f"unnest(${i + 1})" for i in range(len(columns))), columns)
 
 
 def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
@@ -221,9 +228,8 @@ def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
     SiLU, mul and add `vectorized_elementwise_kernel`) keys each by its instantiation (kernel_identity.simplify),
     so their counters and time shares stay apart.
     """
-    tables = ("ncu_kernels", "kernel_times", "kernel_samples")
-    rows = con.execute(" UNION ".join(f"SELECT DISTINCT '{t}', cell_id, function, name FROM {t}" for t in tables)
-                       ).fetchall()
+    rows = con.execute(" UNION ".join(f"SELECT DISTINCT '{t}', cell_id, function, name FROM {t}"
+                                      for t in KERNEL_TABLES)).fetchall()
     instantiation = {name: simplify(name) for name in {r[3] for r in rows}}  # once per distinct name
     seen: dict[tuple[str, str, str], set[str]] = {}
     for table, cell, function, name in rows:
@@ -233,9 +239,8 @@ def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
                    for _, cell, function, name in rows})
     if not keys:
         return
-    con.execute("INSERT INTO kernel_keys SELECT unnest($1), unnest($2), unnest($3), unnest($4)",
-                [list(column) for column in zip(*keys, strict=True)])
-    for table in tables:
+    _insert_rows(con, "kernel_keys", keys)
+    for table in KERNEL_TABLES:
         con.execute(f"UPDATE {table} t SET kernel = k.kernel FROM kernel_keys k "
                     "WHERE t.cell_id = k.cell_id AND t.function = k.function AND t.name = k.name")
 
