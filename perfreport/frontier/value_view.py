@@ -160,7 +160,7 @@ def frontier_markdown(view: ValueView) -> str:
     lines = [HEADING, "", f"Written by `perftunereport value_view --handoff` from `{LEVERS_NAME}` of campaign "
              f"`{view.campaign}`; edit {LEVERS_NAME}, not this section.", ""]
     if view.open:
-        lines += ["| # | lever | kernel | cell | value | bound | cost | score | gate |",
+        lines += ["| # | lever | kernel | cell | estimate (levers.yaml) | bound | cost | score | gate |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for i, v in enumerate(view.open, start=1):
             score = "unknown" if v.score is None else f"{v.score:.2f}"
