@@ -113,7 +113,7 @@ def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site
         roofs = {t["name"] for t in traces if t["mode"] == "lines"}
         assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops",
                          "h200_sm90.empirical.l2_tbps", "h200_sm90.empirical.bf16_gemm_burst_tflops",
-                         "h200_sm90.empirical.device_copy_tbps"}
+                         "h200_sm90.empirical.device_copy_tbps", "h200_sm90.empirical.l2_copy_tbps"}
         assert visit.page.get_by_text("SM busy % (AI unmeasured").count() == 0
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "05-roofline.png"

@@ -120,23 +120,25 @@ def test_entry_returns_value_and_source(ceilings: Ceilings) -> None:
 
 
 @pytest.mark.evidence
-def test_empirical_values_match_the_recorded_h200_measurement(ceilings: Ceilings) -> None:
-    """Re-reads tests/data/h200_oracle/ceilings.json (oracle.py --ceilings) against sol-ceilings.yaml."""
+def test_the_earlier_h200_probes_agree_with_ceilings_measure(ceilings: Ceilings) -> None:
+    """tests/data/h200_oracle/ceilings.json (oracle.py --ceilings, an earlier day) against the values of
+    `ceilings measure` in sol-ceilings.yaml (tests/data/ceilings/h200/): the same GPU kind within 5%."""
     import json
     from pathlib import Path
 
     measured = json.loads((Path(__file__).parent / "data/h200_oracle/ceilings.json").read_text())
     for name in ("bf16_gemm_tflops", "fp8_gemm_tflops", "device_copy_tbps"):
         entry = ceilings.entry(f"h200_sm90.empirical.{name}")
-        assert "oracle.py --ceilings" in entry["method"]
-        assert ceilings.value(f"h200_sm90.empirical.{name}") == measured[name]
+        assert entry["method"].startswith("perftunereport ceilings measure:")
+        assert abs(ceilings.value(f"h200_sm90.empirical.{name}") - measured[name]) / measured[name] < 0.05, name
     assert measured["gpu"] == "NVIDIA H200"
 
 
 @pytest.mark.evidence
 def test_bf16_burst_and_sustained_ceilings_are_what_the_h200_probe_measured(ceilings: Ceilings) -> None:
-    """gemm_probe/: 8192^3 bf16 after idle reaches the burst value; back to back it settles at the sustained one
-    while nvidia-smi shows the 700 W cap (throttle 0x4) and the SM clock under 1,600 MHz.
+    """gemm_probe/ (an earlier day): 8192^3 bf16 after idle reaches the burst rate; back to back it settles at the
+    sustained one while nvidia-smi shows the 700 W cap (throttle 0x4) and the SM clock under 1,600 MHz; the values
+    `ceilings measure` wrote into sol-ceilings.yaml agree within 5%.
     Re-reads tests/data/h200_oracle/gemm_probe/ (gemm_ceiling_probe.jsonl, nvidia-smi.csv)."""
     import csv
     import json
@@ -147,16 +149,17 @@ def test_bf16_burst_and_sustained_ceilings_are_what_the_h200_probe_measured(ceil
     lines = (probe / "gemm_ceiling_probe.jsonl").read_text().splitlines()
     shapes = {tuple(d["shape"]): d for d in map(json.loads, lines)}
     big = shapes[(8192, 8192, 8192)]
-    assert ceilings.value("h200_sm90.empirical.bf16_gemm_burst_tflops") == max(big["first_after_idle_tflops"])
+    burst = ceilings.value("h200_sm90.empirical.bf16_gemm_burst_tflops")
+    assert abs(burst - max(big["first_after_idle_tflops"])) / burst < 0.05
     sustained = statistics.median(big["sustained_slices_tflops"])
-    assert abs(sustained - ceilings.value("h200_sm90.empirical.bf16_gemm_tflops")) / sustained < 0.01
+    assert abs(sustained - ceilings.value("h200_sm90.empirical.bf16_gemm_tflops")) / sustained < 0.02
     assert min(big["sustained_slices_tflops"]) > 665 and max(big["sustained_slices_tflops"]) < 685
     rows = list(csv.reader((probe / "nvidia-smi.csv").read_text().splitlines(), skipinitialspace=True))
     loaded = [(int(r[1].split()[0]), r[4]) for r in rows if float(r[2].split()[0]) > 500]
     assert len(loaded) > 100 and all(reason.endswith("4") for _, reason in loaded)
     assert statistics.median(clock for clock, _ in loaded) < 1600
     assert max(int(r[1].split()[0]) for r in rows) == 1980
-    assert "700 W" in ceilings.entry("h200_sm90.empirical.bf16_gemm_burst_tflops")["method"]
+    assert "700 W" in ceilings.entry("h200_sm90.empirical.bf16_gemm_tflops")["method"]
 
 
 def test_empirical_null_value_is_refused(tmp_path: Path) -> None:

@@ -74,7 +74,8 @@ def test_ceiling_traces_are_named_by_key_path(fig: dict[str, Any]) -> None:
     names = [t["name"] for t in roofs]
     assert set(names) == {f"{HW}.hbm_tbps", f"{HW}.bf16_dense_tflops", f"{HW}.fp32_tflops", f"{HW}.empirical.l2_tbps",
                           # the measured roofs beside the datasheet ones (achievable_ceiling_map)
-                          f"{HW}.empirical.bf16_gemm_burst_tflops", f"{HW}.empirical.device_copy_tbps"}
+                          f"{HW}.empirical.bf16_gemm_burst_tflops", f"{HW}.empirical.device_copy_tbps",
+                          f"{HW}.empirical.l2_copy_tbps"}
     assert set(names) <= set(ceilings.key_paths(HW))
     for t in roofs:
         value = ceilings.value(t["name"])
@@ -190,13 +191,15 @@ def test_scattergl_above_threshold(rows: list[dict[str, Any]]) -> None:
 
 def test_l2_roof_drawn_when_ceilings_have_one(rows: list[dict[str, Any]], tmp_path: Path) -> None:
     override = tmp_path / "ceilings.yaml"
-    # the shipped H200 file carries the ncu-derived L2 roof (10.27 TB/s); a campaign override replaces it
+    # the shipped H200 file carries the ncu-derived L2 peak (10.27 TB/s) and the measured L2-resident copy
+    # (ceilings measure), drawn dotted beside it; a campaign override can take both away
     model = build_roofline(rows, load_ceilings(), HW)
     roofs = {t["name"]: t for t in charts.roofline(model, "t").to_plotly_json()["data"] if t.get("mode") == "lines"}
-    assert f"{HW}.empirical.l2_tbps" in roofs
+    assert f"{HW}.empirical.l2_tbps" in roofs and roofs[f"{HW}.empirical.l2_copy_tbps"]["line"]["dash"] == "dot"
     assert not any("L2" in n for n in model.notes)
-    override.write_text(f"hardware:\n  {HW}:\n    empirical:\n      l2_tbps:\n        value: null\n"
-                        f"        method: test\n        measured: null\n        where: null\n")
+    unmeasured = "        value: null\n        method: test\n        measured: null\n        where: null\n"
+    override.write_text(f"hardware:\n  {HW}:\n    empirical:\n      l2_tbps:\n{unmeasured}"
+                        f"      l2_copy_tbps:\n{unmeasured}")
     without = build_roofline(rows, load_ceilings(override), HW)
     assert any("L2" in n for n in without.notes)
 

@@ -121,8 +121,10 @@ def _level_roofs(ceilings: Ceilings, hw: str, kernels: list[Mapping[str, Any]], 
             entry = ceilings.entry(key)
             if entry.get("value") is not None:
                 usable.append(Roof(key, float(entry["value"]), level))
-        if usable:
-            roofs.extend(usable)
+        if usable:  # a measured copy bandwidth stands beside the level's peak, as a measured roof does
+            peak = next((r.key for r in usable if not r.key.endswith("_copy_tbps")), None)
+            roofs.extend(Roof(r.key, r.value, r.level, measured_for=peak) if r.key.endswith("_copy_tbps") and peak
+                         else r for r in usable)
         else:
             notes.append(f"kernels carry {level.upper()} traffic ({field_name}) but the ceilings have no "
                          f"{level}_*_tbps key for {hw}: add a measured one under {hw}.empirical in a ceilings "
