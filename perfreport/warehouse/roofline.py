@@ -110,7 +110,7 @@ def _fp32(ceilings: Ceilings, hw: str) -> CeilingRef | None:
 
 def _level_roofs(ceilings: Ceilings, hw: str, kernels: list[Mapping[str, Any]], notes: list[str]) -> list[Roof]:
     """L2 / L1 bandwidth roofs when kernels carry hierarchical traffic and the ceilings have such a key."""
-    roofs = []
+    roofs: list[Roof] = []
     for level, field_name in (("l2", "ai_l2"), ("l1", "ai_l1")):
         if not any(_positive(k.get(field_name)) for k in kernels):
             continue
