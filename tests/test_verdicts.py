@@ -70,3 +70,54 @@ def test_page_1_page_7_value_view_and_the_warehouse_name_the_same_next_lever(exa
     assert first == (top.cell_id, top.label)
     kernels = json.loads((example_site.campaign_site / "07-frontier.kernels.json").read_text())["rows"]
     assert (kernels[0]["cell_id"], kernels[0]["label"]) == (top.cell_id, top.label)
+
+
+SHAPES = Path(__file__).parent / "data" / "torch" / "shapes"
+
+
+def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(example_campaign: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from perfreport.timeshare import import_torch_trace
+
+    camp = tmp_path / "camp"
+    shutil.copytree(example_campaign, camp)
+    con = open_campaign(camp)
+    try:  # the campaign's own traces were recorded without shapes: useful FLOPs unknown, never 1
+        counts = con.execute("SELECT count(useful_flops), count(executed_per_useful) FROM kernel_join").fetchone()
+        assert counts == (0, 0)
+    finally:
+        con.close()
+    for cell, trace in (("decode-b16-kv2048", "decode"), ("prefill-b8-s1024", "prefill")):
+        import_torch_trace(camp, cell, SHAPES / f"{trace}_shapes_torch_trace.json.gz")
+    con = open_campaign(camp)
+    try:
+        found = con.execute("SELECT cell_id, family, part, ncu_flops, useful_flops, executed_per_useful "
+                            "FROM kernel_join WHERE useful_flops IS NOT NULL").fetchall()
+        rows = {(c, f, p): (ncu, useful, ratio) for c, f, p, ncu, useful, ratio in found if f != "gemm"}
+    finally:
+        con.close()
+    ncu, useful, ratio = rows[("decode-b16-kv2048", "attention", None)]
+    # q_len 1 against 2,048 keys, 16 x 32 heads x 128: 4 B H Lq Lk D useful; the kernel computes 16-row tiles
+    assert useful == 4 * 16 * 32 * 1 * 2048 * 128 and ratio == pytest.approx(ncu / useful) and 15 < ratio < 17
+    ncu, useful, ratio = rows[("prefill-b8-s1024", "attention", None)]
+    assert useful == 4 * 8 * 32 * (1024 * 1025 / 2) * 128 and 1.0 < ratio < 1.2  # causal: half the pairs
+    gemms = [r for r in found if r[1] == "gemm"]
+    assert len(gemms) == 8 and all(0.99 < r[5] < 1.01 for r in gemms)  # a GEMM pads nothing
+    # the split prefill GEMM's parts meet their own shapes: o-proj K = 4096, w2 K = 14336
+    parts = sorted(r[4] for r in gemms if r[0] == "prefill-b8-s1024" and r[2] is not None)
+    assert parts == [2 * 8192 * 4096 * 4096, 2 * 8192 * 4096 * 14336]
+
+
+def test_useful_flops_of_each_op_from_its_shapes() -> None:
+    from perfreport.timeshare.useful_flops import op_flops
+
+    assert op_flops("aten::mm", [[16, 4096], [4096, 12288]], []) == 2 * 16 * 4096 * 12288
+    assert op_flops("aten::addmm", [[12288], [16, 4096], [4096, 12288]], []) == 2 * 16 * 4096 * 12288
+    assert op_flops("aten::bmm", [[4, 16, 64], [4, 64, 32]], []) == 2 * 4 * 16 * 32 * 64
+    assert op_flops("aten::mm", [[16, 4096], [2048, 12288]], []) is None  # shapes that do not multiply
+    flash = "aten::_scaled_dot_product_flash_attention"
+    full = op_flops(flash, [[2, 8, 4, 64], [2, 8, 4, 64], [2, 8, 4, 64]], ["", "", "", "False"])
+    causal = op_flops(flash, [[2, 8, 4, 64], [2, 8, 4, 64], [2, 8, 4, 64]], ["", "", "", "True"])
+    assert full == 4 * 2 * 8 * 4 * 4 * 64 and causal == 4 * 2 * 8 * (1 + 2 + 3 + 4) * 64
+    assert op_flops("aten::add", [[16, 4096], [16, 4096], []], []) is None

@@ -50,6 +50,7 @@ JOIN_COLUMNS = [
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
     C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"), C("bound", "bound"),
     C("arithmetic_intensity", "AI FLOP/B", "num"), C("ai_measured", "AI measured", "value"),
+    C("executed_per_useful", "executed / useful FLOPs", "num"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("sm_throughput_pct", "SM %peak", "pct"),
     C("amdahl_bound_pct", "Amdahl bound", "pct"), C("amdahl_bound_ms", "Amdahl bound ms", "ms"),
     C("amdahl_basis", "bound against", wrap=True),

@@ -44,6 +44,7 @@ def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:
         "name": r["name"], "function": normalize(r["name"]), "source": source, "instances": r["instances"],
         "total_ns": r["total_ns"], "avg_ns": round(r["total_ns"] / r["instances"], 1), "min_ns": r["min_ns"],
         "max_ns": r["max_ns"], "share_pct": round(100.0 * r["total_ns"] / total, 4),
+        **({"useful_flops": r["useful_flops"]} if r.get("useful_flops") else {}),
     } for r in parsed.rows]
     return sorted(rows, key=lambda k: (-k["total_ns"], k["name"]))
 

@@ -15,6 +15,7 @@ from typing import Any
 from perfreport.errors import InputError
 from perfreport.files import gunzip_bytes
 from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json
+from perfreport.timeshare.useful_flops import useful_by_kernel
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
 PROFILE_HOW = ("Profile with `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])` "
@@ -77,5 +78,8 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
     if other_gpu:
         warnings.append(" and ".join(f"{n} {c}" for c, n in sorted(other_gpu.items())) +
                         " event(s) are not kernels and are not counted in the kernel time share.")
+    useful = useful_by_kernel(events)  # empty without record_shapes: useful FLOPs unknown, never guessed
+    for row in merged.values():
+        row["useful_flops"] = useful.get(row["name"])
     return Parsed("torch-trace", sorted(merged.values(), key=lambda r: r["name"]), report="chrome-trace:kernel",
                   warnings=warnings)

@@ -8,6 +8,9 @@
 -- an estimate, flagged by share_split = 'ncu time'.
 -- A cell uses ONE timeline source so its time shares add up to 100%: nsys before torch before other tools,
 -- then by source id (time_source says which tool, time_source_id which file); samples likewise by source id.
+-- executed_per_useful: the FLOPs ncu counted per launch over the FLOPs the op needed (useful_flops, from a trace
+-- recorded with shapes): 1 for a GEMM that pads nothing, ~16 for decode attention computing 16-row tiles for one
+-- query row; NULL without shapes (unknown, never 1).
 -- Amdahl bound: amdahl_bound_pct = time_share_pct x the fraction of its time the kernel could give back by
 -- reaching its floor (amdahl_basis says which): a launch-bound kernel ('latency') down to the measured launch floor
 -- x its launches (table launch_floor; without one the whole time, an upper bound), any other down to its roof:
@@ -36,6 +39,12 @@ times AS (
     FROM kernel_times t
     JOIN time_pick p ON p.cell_id = t.cell_id AND p.source = t.source
     GROUP BY t.cell_id, t.kernel
+),
+useful AS (  -- from every timeline source of the cell that recorded shapes, not only the one picked for shares
+    SELECT cell_id, kernel, list_sort(list_distinct(flatten(list(useful_flops)))) AS useful_flops
+    FROM kernel_times
+    WHERE useful_flops IS NOT NULL
+    GROUP BY cell_id, kernel
 ),
 sample_pick AS (
     SELECT cell_id, min(source) AS source FROM kernel_samples GROUP BY cell_id
@@ -81,9 +90,15 @@ joined AS (
         n.ncu_source, n.section_set, n.kernel_id, n.launches AS ncu_launches,
         n.duration_ns AS ncu_duration_ns, n.family, n.bound, n.sol_pct, n.sol_ceiling_key,
         n.pct_of_achievable, n.achievable_key,
+        -- useful FLOPs per launch (a trace recorded with shapes): the value nearest the row's executed FLOPs, so a
+        -- key whose launches did different work (parts) meets its own shape; executed / useful = padding factor
+        CASE WHEN n.flops_total > 0 AND len(u.useful_flops) > 0
+             THEN list_sort(list_transform(u.useful_flops,
+                                           lambda x: struct_pack(d := abs(ln(x / n.flops_total)), v := x)))[1].v
+        END AS useful_flops,
         CASE WHEN n.pct_of_achievable IS NOT NULL THEN n.achievable_key
              WHEN n.sol_pct IS NOT NULL THEN n.sol_ceiling_key END AS amdahl_ceiling_key,
-        n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct,
+        n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct, n.flops_total AS ncu_flops,
         n.achieved_occupancy_pct,
         -- explicit NULL: DuckDB's least/greatest skip NULL arguments (greatest(NULL, 0) is 0)
         CASE WHEN n.bound = 'latency' AND t.total_ms > 0 AND f.floor_us IS NOT NULL
@@ -101,9 +116,11 @@ joined AS (
     LEFT JOIN ncu n ON n.cell_id = k.cell_id AND n.kernel = k.kernel
     LEFT JOIN times t ON t.cell_id = k.cell_id AND t.kernel = k.kernel
     LEFT JOIN samples s ON s.cell_id = k.cell_id AND s.kernel = k.kernel
+    LEFT JOIN useful u ON u.cell_id = k.cell_id AND u.kernel = k.kernel
     LEFT JOIN launch_floor f ON f.hardware = (SELECT any_value(hardware) FROM cells)
 )
 SELECT * EXCLUDE (saving_fraction),
+       CASE WHEN useful_flops > 0 THEN ncu_flops / useful_flops END AS executed_per_useful,
        time_share_pct * saving_fraction AS amdahl_bound_pct,
        total_ms * saving_fraction AS amdahl_bound_ms
 FROM joined;
