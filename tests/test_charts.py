@@ -236,3 +236,15 @@ def test_warp_stalls_stack_per_reason_and_bars_put_the_largest_on_top(rows: list
                                                                               k["warp_stalls_pct"]})
     bars = charts.bars([{"l": "a", "v": 1.0}, {"l": "b", "v": 3.0}, {"l": "c", "v": None}], "l", "v", "t", "x")
     assert list(bars.to_plotly_json()["data"][0]["y"]) == ["a", "b"]  # largest at the top, None left out
+
+
+def test_an_fp8_kernel_brings_the_fp8_roofs(rows: list[dict[str, Any]]) -> None:
+    gemm = next(k for k in rows if k["family"] == "gemm" and k["ai_measured"])
+    fp8 = [{**gemm, "id": "k900", "tensor_dtype": "fp8"}]
+    without = {r.key for r in build_roofline([gemm], load_ceilings(), HW).roofs}
+    with_fp8 = build_roofline([gemm, *fp8], load_ceilings(), HW)
+    added = {r.key for r in with_fp8.roofs} - without
+    # the datasheet fp8 roof and, dotted beside it, the measured fp8 GEMM burst rate (achievable_ceiling_map)
+    assert added == {f"{HW}.fp8_dense_tflops", f"{HW}.empirical.fp8_gemm_burst_tflops"}
+    (measured,) = [r for r in with_fp8.roofs if r.key == f"{HW}.empirical.fp8_gemm_burst_tflops"]
+    assert measured.measured_for == f"{HW}.fp8_dense_tflops"
