@@ -67,7 +67,7 @@ class KernelLever:
 def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
     """Return (what to try, cost low/medium/high) from a kernel's bound verdict, family and % of its roof."""
     bound, family = row.get("bound"), row.get("family")
-    pct = row.get("pct_of_achievable") if row.get("pct_of_achievable") is not None else row.get("sol_pct")
+    pct, _ = _roof(row)
     if family == "communication":
         return "overlap the collective with compute, or change the parallelism", "high"
     if bound in (None, "unknown"):
@@ -85,28 +85,33 @@ def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
     return "compute and DRAM both busy: an algorithmic change (less work or fewer bytes)", "high"
 
 
-def _roof(row: Mapping[str, Any]) -> tuple[float | None, str | None, str]:
-    """(% of the roof, its key, which kind): the measured (achievable) roof where measured, else the datasheet's."""
+def _roof(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """(% of the roof, its key): the measured (achievable) roof where measured, else the datasheet's."""
     if row.get("pct_of_achievable") is not None:
-        return float(row["pct_of_achievable"]), row.get("achievable_key"), "achievable"
+        return float(row["pct_of_achievable"]), row.get("achievable_key")
     if row.get("sol_pct") is not None:
-        return float(row["sol_pct"]), row.get("sol_ceiling_key"), "datasheet"
-    return None, None, "none"
+        return float(row["sol_pct"]), row.get("sol_ceiling_key")
+    return None, None
 
 
-def kernel_lever(row: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = ()) -> KernelLever:
+def _host_note(steps: Sequence[Mapping[str, Any]]) -> str | None:
+    """What a host-bound cell (step budget) says of every GPU saving in it; None for a GPU-bound or unknown one."""
+    host = host_share_pct(steps)
+    if host is None or host <= HOST_BOUND_PCT:
+        return None
+    return (f"capped: the cell is host-bound ({host:.0f}% of its steps' time is host gap), so GPU savings shorten "
+            f"the step only once the host gap shrinks")
+
+
+def kernel_lever(row: Mapping[str, Any], host_note: str | None = None, steps: int = 0) -> KernelLever:
     """Value one kernel_join row: the time reaching its floor would save, with the assumption stated.
 
     The rule lives in the warehouse (kernel_join's amdahl_bound_pct / amdahl_basis: achievable roof, datasheet
     roof or launch floor); a kernel without an imported time share gets the same distance to its roof applied to its
-    ncu duration share, labelled as a proxy. A host-bound cell (step budget) says its GPU savings are capped.
+    ncu duration share, labelled as a proxy. `host_note`: its cell's (_host_note); `steps`: its cell's step count.
     """
     action, cost = action_for(row)
-    pct, key, _ = _roof(row)
-    host = host_share_pct(steps)
-    host_note = (f"capped: the cell is host-bound ({host:.0f}% of its steps' time is host gap), so GPU savings "
-                 f"shorten the step only once the host gap shrinks" if host is not None and host > HOST_BOUND_PCT
-                 else None)
+    pct, key = _roof(row)
     saved: float | None = None
     saved_ms: float | None = None
     if row.get("amdahl_bound_pct") is not None:
@@ -128,7 +133,7 @@ def kernel_lever(row: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] = ()
         basis = f"down to its roof {key} (at {pct:.0f}%); proxy share: ncu-measured duration, no timeline imported"
     else:
         basis = "unknown: no time share and no % of a roof"
-    per_step = float(saved_ms) * 1e3 / len(steps) if saved_ms is not None and steps else None
+    per_step = float(saved_ms) * 1e3 / steps if saved_ms is not None and steps else None
     return KernelLever(
         cell_id=str(row["cell_id"]), label=str(row.get("label") or row["function"]), kernel_id=row.get("kernel_id"),
         function=str(row["function"]), family=row.get("family"), bound=row.get("bound"),
@@ -141,18 +146,19 @@ def rank_kernels(join: Iterable[Mapping[str, Any]], steps_by_cell: Mapping[str, 
                  = None) -> list[KernelLever]:
     """Every (cell, kernel) by the time reaching its floor would save, largest first; unknown savings last.
 
-    The one ranking: page 1, page 7, value_view and the import summary all take its first entry as the next lever.
+    The one ranking: page 1, page 7, value_view and the import summary all take next_lever of it.
     """
     steps_by_cell = steps_by_cell or {}
-    levers = [kernel_lever(r, steps_by_cell.get(str(r["cell_id"]), ())) for r in join]
+    notes = {cell: _host_note(steps) for cell, steps in steps_by_cell.items()}  # once per cell, not per kernel
+    levers = [kernel_lever(r, notes.get(str(r["cell_id"])), len(steps_by_cell.get(str(r["cell_id"]), ())))
+              for r in join]
     levers.sort(key=lambda lv: (lv.saved_pct is None, -(lv.saved_pct or 0.0), lv.cell_id, lv.label))
     return levers
 
 
-def next_lever(join: Iterable[Mapping[str, Any]], steps_by_cell: Mapping[str, Sequence[Mapping[str, Any]]] | None
-               = None) -> KernelLever | None:
-    """The first of rank_kernels that saves anything; None when nothing is measured or every kernel is at its floor."""
-    ranked = rank_kernels(join, steps_by_cell)
+def next_lever(ranked: Iterable[KernelLever]) -> KernelLever | None:
+    """The next lever: the first kernel of a ranking that saves anything; None when nothing is measured or every
+    kernel is at its floor."""
     return next((lv for lv in ranked if lv.saved_pct), None)
 
 
@@ -162,13 +168,13 @@ def rank_campaign(data: CampaignData) -> list[KernelLever]:
 
 
 def campaign_next_lever(campaign_dir: Path) -> str:
-    """The campaign's next lever in words (the first of rank_campaign), for a CLI that has just written a cell; a
+    """The campaign's next lever in words (next_lever of rank_campaign), for a CLI that has just written a cell; a
     campaign the warehouse cannot load yet says why instead (the cell is written either way)."""
     from perfreport.errors import PerfReportError
     from perfreport.warehouse.gather import gather
 
     try:
-        lever = next((k for k in rank_campaign(gather(campaign_dir)) if k.saved_pct), None)
+        lever = next_lever(rank_campaign(gather(campaign_dir)))
     except PerfReportError as exc:
         return f"unknown: the campaign's warehouse cannot be built yet ({exc.message.splitlines()[0]})"
     return "none measured yet (no kernel below its roof with a time share)" if lever is None else lever.headline()

@@ -19,7 +19,7 @@ from typing import Any
 from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.errors import InputError
 from perfreport.files import write_text_atomic
-from perfreport.frontier.candidates import KernelLever, rank_campaign
+from perfreport.frontier.candidates import KernelLever, next_lever, rank_campaign
 from perfreport.frontier.levers import LEVERS_NAME, LeversFile, ValuedLever, load_levers, rank_frontier
 from perfreport.ncu.kernel_identity import name_matches
 from perfreport.warehouse.gather import CampaignData, gather
@@ -85,7 +85,7 @@ def _lever_for(top: KernelLever, levers: Sequence[ValuedLever]) -> ValuedLever |
 def _closing(levers: Sequence[ValuedLever], wall: Mapping[str, Any] | None,
              kernels: Sequence[KernelLever]) -> tuple[str, str, str, bool]:
     """(next lever, expected unlock, gate, exhausted)."""
-    top = next((k for k in kernels if k.saved_pct), None)
+    top = next_lever(kernels)
     if top is not None:
         lever = _lever_for(top, levers)
         proposed = (f"; {LEVERS_NAME} proposes {lever.spec.id}: {lever.spec.lever} (an estimate: "
@@ -140,7 +140,7 @@ def view_json(view: ValueView) -> dict[str, Any]:
         "sol_wall": view.sol_wall, "exhausted": view.exhausted, "warnings": view.warnings,
         "next_lever": view.next_lever, "expected_unlock": view.expected_unlock, "gate": view.gate,
         "kernels": [_kernel_json(k) for k in view.kernels],
-        "next_kernel": next((_kernel_json(k) for k in view.kernels if k.saved_pct), None),
+        "next_kernel": None if (top := next_lever(view.kernels)) is None else _kernel_json(top),
     }
 
 

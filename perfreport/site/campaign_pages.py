@@ -11,6 +11,7 @@ from perfreport.frontier.candidates import (
     KernelLever,
     bound_mix,
     host_verdict,
+    next_lever,
     rank_campaign,
     verdict_criteria,
 )
@@ -122,7 +123,7 @@ def summary_page(data: CampaignData, groups: list[Comparison], mismatches: list[
         C("time_shares", "time shares", wrap=True), C("next_lever", "next lever", wrap=True),
         C("host", "host vs GPU", wrap=True),
     ], [_headline(data, cd, firsts) for cd in data.cells], link_key="cell_id"))
-    lever = _first(ranked)
+    lever = next_lever(ranked)
     page.context.update(next_lever=lever and lever.as_row(), groups=groups,
                         description=data.ceilings.description(camp.hardware), hardware=camp.hardware,
                         sol_rigor=camp.sol_rigor)
@@ -135,11 +136,6 @@ def summary_page(data: CampaignData, groups: list[Comparison], mismatches: list[
 
 def _v(v: Any) -> str:
     return "(not filled)" if v is None else str(v)
-
-
-def _first(ranked: list[KernelLever]) -> KernelLever | None:
-    """The next lever: the first kernel of the ranking that saves anything."""
-    return next((k for k in ranked if k.saved_pct), None)
 
 
 def _firsts(ranked: list[KernelLever]) -> dict[str, KernelLever]:
