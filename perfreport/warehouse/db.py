@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from perfreport.config.campaign import Campaign, load_campaign
-from perfreport.config.ceilings import load_ceilings
+from perfreport.config.ceilings import Ceilings, load_ceilings
 from perfreport.errors import InputError, PerfReportError
 from perfreport.ncu.kernel_identity import normalize, simplify
 from perfreport.ncu.row import KERNEL_ROW
@@ -258,6 +258,11 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     """Load config.yaml and every cell's JSON into an in-memory DuckDB: the tables and views of docs/warehouse.md."""
     campaign = load_campaign(campaign_dir)
+    return open_loaded(campaign, load_ceilings(campaign.ceilings_override))
+
+
+def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnection:
+    """open_campaign for a campaign and ceilings already loaded (gather reads both for itself too)."""
     con = duckdb.connect(":memory:")
     _create_tables(con)
     _load_cells(con, campaign)
@@ -267,7 +272,7 @@ def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     con.execute("DROP TABLE IF EXISTS _raw")
     match_functions(con)
     assign_kernel_keys(con)
-    floor = load_ceilings(campaign.ceilings_override).launch_floor(campaign.hardware)
+    floor = ceilings.launch_floor(campaign.hardware)
     if floor is not None:  # the views hold a launch-bound kernel to it (one row: the campaign's hardware)
         con.execute("INSERT INTO launch_floor VALUES ($1, $2, $3)", [campaign.hardware, *floor])
     _create_views(con)

@@ -23,7 +23,8 @@ from perfreport.bundle.layout import BUNDLE_JSON
 from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.config.ceilings import Ceilings, load_ceilings
 from perfreport.errors import InputError
-from perfreport.warehouse.db import open_campaign
+from perfreport.timeshare.step_budget import host_share_pct
+from perfreport.warehouse.db import open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
 
 SERVING_GROUPS = (("throughput", ("throughput", "tok_s", "tokens_per_s", "req_s")), ("ttft", ("ttft",)),
@@ -140,9 +141,9 @@ def _bundle_rows(cell_id: str, paths: list[Path]) -> tuple[list[dict[str, Any]],
         for i, step in enumerate(data.get("step_budget") or []):
             busy, gap = (step.get("gpu_busy_ms"), step.get("host_gap_ms")) if isinstance(step, Mapping) else (None,) * 2
             if isinstance(busy, int | float) and isinstance(gap, int | float):
-                steps.append({"cell_id": cell_id, "bundle": bundle, "step": str(step.get("step", i)),
-                              "gpu_busy_ms": float(busy), "host_gap_ms": float(gap), "wall_ms": float(busy + gap),
-                              "host_share_pct": 100.0 * gap / (busy + gap) if busy + gap > 0 else None})
+                row = {"cell_id": cell_id, "bundle": bundle, "step": str(step.get("step", i)),
+                       "gpu_busy_ms": float(busy), "host_gap_ms": float(gap), "wall_ms": float(busy + gap)}
+                steps.append({**row, "host_share_pct": host_share_pct([row])})  # the step budget's one formula
     return serving, steps
 
 
@@ -161,9 +162,9 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def _warehouse(campaign_dir: Path) -> dict[str, list[dict[str, Any]]]:
+def _warehouse(campaign: Campaign, ceilings: Ceilings) -> dict[str, list[dict[str, Any]]]:
     """Kernel rows, sources, kernel_join (+ ncu_ms, ncu_share_pct) and unmatched_kernels from the warehouse."""
-    con = open_campaign(campaign_dir)
+    con = open_loaded(campaign, ceilings)
     try:
         kernels = _dicts(con, KERNEL_SQL)
         for k in kernels:
@@ -198,7 +199,7 @@ def gather(campaign_dir: Path) -> CampaignData:
     campaign = load_campaign(campaign_dir)
     ceilings = load_ceilings(campaign.ceilings_override)
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
-    wh = _warehouse(campaign.dir)
+    wh = _warehouse(campaign, ceilings)
     kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])
     cells = []
     for cell in sorted(campaign.cells, key=lambda c: c.id):
