@@ -9,3 +9,9 @@ from __future__ import annotations
 import yaml
 
 SAFE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def error_place(exc: yaml.YAMLError) -> str | None:
+    """'line L, column C' of a YAML error (1-based), or None when PyYAML gives no mark."""
+    mark = getattr(exc, "problem_mark", None)
+    return None if mark is None else f"line {mark.line + 1}, column {mark.column + 1}"

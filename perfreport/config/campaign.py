@@ -29,6 +29,7 @@ from perfreport.config.context import (
 from perfreport.errors import ConfigError, IdError, InputError
 from perfreport.files import write_text_atomic
 from perfreport.ids import ID_PATTERN, check_id, is_valid_id
+from perfreport.yamlio import error_place
 
 SCHEMA_VERSION = 1
 CONFIG_NAME = "config.yaml"
@@ -300,8 +301,7 @@ def _read_yaml(config_path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(unknown line)"
+        where = error_place(exc) or "(unknown line)"
         problem = getattr(exc, "problem", None) or str(exc)
         context = getattr(exc, "context", None)
         detail = f"{context}; {problem}" if context else problem

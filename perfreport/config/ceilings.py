@@ -20,7 +20,7 @@ import yaml
 
 from perfreport.config.validate import cut
 from perfreport.errors import ConfigError, InputError, PerfReportError
-from perfreport.yamlio import SAFE_LOADER
+from perfreport.yamlio import SAFE_LOADER, error_place
 
 SCHEMA_VERSION = 1
 FALLBACK_FAMILY = "other"
@@ -289,8 +289,7 @@ def _parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:  # where and what, without the snippet of the file's content the error carries
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        where = f" at {place}" if (place := error_place(exc)) else ""
         raise ConfigError(source, [f"not valid YAML{where}: {getattr(exc, 'problem', None) or 'parse error'}"]) \
             from None
 

@@ -57,9 +57,9 @@ def path_text(parts: Sequence[Any]) -> str:
 SHOW_CHARS = 60  # a bad value is shown this long at most: a wrong file's content is not echoed whole
 
 
-def cut(text: str) -> str:
-    """text, cut to SHOW_CHARS with '...'."""
-    return text if len(text) <= SHOW_CHARS else text[: SHOW_CHARS - 3] + "..."
+def cut(text: str, width: int = SHOW_CHARS) -> str:
+    """text, cut to `width` characters with '...'."""
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def show(value: Any) -> str:

@@ -23,6 +23,7 @@ from perfreport.config.campaign import Campaign
 from perfreport.errors import ConfigError, InputError
 from perfreport.frontier.candidates import EASE
 from perfreport.ncu.kernel_identity import name_matches
+from perfreport.yamlio import error_place
 
 LEVERS_NAME = "levers.yaml"
 SCHEMA_FILE = "levers.schema.json"
@@ -192,8 +193,7 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read it ({exc}); expected a UTF-8 YAML file.") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(unknown line)"
+        where = error_place(exc) or "(unknown line)"
         raise ConfigError(str(path), [f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}. "
                                       f"Fix the indentation or quote the value there."]) from exc
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfreport.config.validate import cut
 from perfreport.errors import InputError
 
+QUOTED_CHARS = 40  # a bad value is quoted this long at most in a message (a 5,000-digit number is not echoed)
 # The largest count or duration (ns) a row may hold: DuckDB's BIGINT and the lake's int64 (292 years in ns).
 INT64_LIMIT = 2**63
 _BARE = r"(?:^|[:\[,])\s*"  # where a JSON value starts (a best-effort locator for the error message)
@@ -129,3 +133,17 @@ def load_json(path: Path, text: str, expected: str, hint: str = "") -> Any:
     except ValueError:  # int() refuses more than 4,300 digits
         raise InputError(f"'{path}'{_line_of(text, _LONG_INT)}: a number with more than 4,300 digits; expected "
                          f"{expected}, whose counts and times fit 64 bits.") from None
+
+
+def quoted(value: Any) -> str:
+    """A value as a message quotes it: at most QUOTED_CHARS characters, nesting cut short (reprlib)."""
+    return cut(value if isinstance(value, str) else reprlib.repr(value), QUOTED_CHARS)
+
+
+def csv_row(where: str, line: str, expected: str) -> list[str]:
+    """One CSV line's fields; a malformed one (a field over csv's size limit, a stray carriage return) is an
+    InputError naming `where` and what was `expected`."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:
+        raise InputError(f"{where}: malformed CSV row ({exc}); expected {expected}.") from None

@@ -9,13 +9,12 @@ per (kernel, grid, block), which is merged here per kernel name.
 
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
 from typing import Any, NoReturn
 
 from perfreport.errors import InputError
-from perfreport.timeshare.model import INT64_LIMIT, Parsed
+from perfreport.timeshare.model import INT64_LIMIT, Parsed, csv_row, quoted
 
 EXPECTED = ("`nsys stats --report cuda_gpu_kern_sum --format csv` output (nsys before 2022.1: gpukernsum) "
             "or an `nsys export --type sqlite` file")
@@ -62,12 +61,7 @@ def _guess_report(header: list[str]) -> str:
     return "another nsys report"
 
 
-def _csv_row(path: Path, n: int, line: str) -> list[str]:
-    try:
-        return next(csv.reader([line]), [])
-    except csv.Error as exc:  # a field over csv's size limit, a stray carriage return
-        raise InputError(f"{path}:{n}: malformed CSV row ({exc}); expected the comma-separated kernel summary nsys "
-                         f"writes. The file is damaged; re-export it.") from None
+_ROW = "the comma-separated kernel summary nsys writes. The file is damaged; re-export it"
 
 
 def read_nsys_csv(path: Path, text: str) -> Parsed:
@@ -84,7 +78,7 @@ def read_nsys_csv(path: Path, text: str) -> Parsed:
             continue
         if not line.strip() or line.startswith(_PREAMBLE) or "," not in line:
             continue
-        fields = _csv_row(path, i + 1, line)
+        fields = csv_row(f"{path}:{i + 1}", line, _ROW)
         if any(f.strip().lower().startswith("total time") for f in fields):
             if _is_kernel_header(fields):
                 header_at = i
@@ -93,7 +87,7 @@ def read_nsys_csv(path: Path, text: str) -> Parsed:
     if header_at is None:
         _raise_no_table(path, lines, others)
     report = report or _report_from_filename(path)
-    header = _csv_row(path, header_at + 1, lines[header_at])
+    header = csv_row(f"{path}:{header_at + 1}", lines[header_at], _ROW)
     rows, warnings = _rows(path, lines, header_at, header)
     if report and report not in KERNEL_REPORTS:
         warnings.append(f"nsys report '{report}' is not one of {', '.join(KERNEL_REPORTS)}; read as a kernel "
@@ -142,7 +136,7 @@ def _raise_no_table(path: Path, lines: list[str], others: list[tuple[int, list[s
 
 def _number(path: Path, n: int, column: str, raw: str, factor: float) -> int:
     text = raw.strip().replace(",", "")
-    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    shown = quoted(raw)
     try:
         value = float(text)  # a 5,000-digit integer reads as inf here: refused below with the others
     except ValueError:
@@ -169,7 +163,7 @@ def _rows(path: Path, lines: list[str], header_at: int, header: list[str]) -> tu
     for n, line in enumerate(lines[header_at + 1 :], header_at + 2):
         if not line.strip() or line.startswith(_PREAMBLE):
             break
-        fields = _csv_row(path, n, line)
+        fields = csv_row(f"{path}:{n}", line, _ROW)
         if len(fields) > len(header) and name_i == len(header) - 1:
             fields = fields[:name_i] + [",".join(fields[name_i:])]  # an unquoted name with commas
         if len(fields) != len(header):

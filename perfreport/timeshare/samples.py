@@ -8,13 +8,11 @@ every row or on none (then it is computed as 100 * samples / sum of samples).
 
 from __future__ import annotations
 
-import csv
-import reprlib
 from pathlib import Path
 from typing import Any
 
 from perfreport.errors import InputError
-from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json
+from perfreport.timeshare.model import INT64_LIMIT, Parsed, csv_row, decode_text, load_json, quoted
 
 EXPECTED = ("a per-kernel sample export: CSV with columns kernel,samples[,share_pct] or JSON "
             '{"kernels": [{"kernel": ..., "samples": ..., "share_pct": ...}]} (docs/timeshare.md)')
@@ -29,12 +27,6 @@ def read_samples(path: Path, data: bytes) -> Parsed:
     return _read_csv(path, text)
 
 
-def _shown(value: Any) -> str:
-    """A value as a message quotes it: at most 40 characters, nesting cut short (reprlib)."""
-    text = value if isinstance(value, str) else reprlib.repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _samples(where: str, value: Any) -> int:
     if isinstance(value, str):
         text = value.strip()
@@ -43,9 +35,9 @@ def _samples(where: str, value: Any) -> int:
         except ValueError:
             value = None
         if value is None:
-            raise InputError(f"{where}: samples: expected an integer >= 0, got '{_shown(text)}'.")
+            raise InputError(f"{where}: samples: expected an integer >= 0, got '{quoted(text)}'.")
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < INT64_LIMIT:
-        raise InputError(f"{where}: samples: expected an integer >= 0, got {_shown(value)}. Sample counts cannot "
+        raise InputError(f"{where}: samples: expected an integer >= 0, got {quoted(value)}. Sample counts cannot "
                          f"be negative, fractional or 2^63 and beyond (64 bits); export raw counts.")
     return value
 
@@ -57,15 +49,15 @@ def _share(where: str, value: Any) -> float | None:
         try:
             value = float(value.strip().removesuffix("%"))  # 'nan', 'inf', '1e400' parse: the range refuses them
         except ValueError:
-            raise InputError(f"{where}: share_pct: expected a percent in [0, 100], got '{_shown(value)}'.") from None
+            raise InputError(f"{where}: share_pct: expected a percent in [0, 100], got '{quoted(value)}'.") from None
     if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 100:
-        raise InputError(f"{where}: share_pct: expected a percent in [0, 100], got {_shown(value)}.")
+        raise InputError(f"{where}: share_pct: expected a percent in [0, 100], got {quoted(value)}.")
     return float(value)
 
 
 def _kernel(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{where}: kernel: expected a non-empty kernel name, got {_shown(value)}.")
+        raise InputError(f"{where}: kernel: expected a non-empty kernel name, got {quoted(value)}.")
     return value.strip()
 
 
@@ -75,12 +67,12 @@ def _read_csv(path: Path, text: str) -> Parsed:
     if not lines:
         raise InputError(f"'{path}': only comments and blank lines; expected {EXPECTED}.")
     header_n, header_line = lines[0]
-    header = [h.strip().lower() for h in _csv_row(f"{path}:{header_n}", header_line)]
+    header = [h.strip().lower() for h in csv_row(f"{path}:{header_n}", header_line, EXPECTED)]
     _check_header(f"{path}:{header_n}", header, header_line)
     rows = []
     for n, line in lines[1:]:
         where = f"{path}:{n}"
-        fields = _csv_row(where, line)
+        fields = csv_row(where, line, EXPECTED)
         if len(fields) != len(header):
             raise InputError(f"{where}: expected {len(header)} columns like the header, got {len(fields)}. Quote "
                              f'kernel names that contain commas ("void k<int, float>(...)").')
@@ -90,13 +82,6 @@ def _read_csv(path: Path, text: str) -> Parsed:
     extra = [h for h in header if h not in COLUMNS]
     warnings = [f"column(s) {', '.join(extra)} are not part of the samples schema and were ignored."] if extra else []
     return _finish(path, "samples-csv", rows, None, None, warnings)
-
-
-def _csv_row(where: str, line: str) -> list[str]:
-    try:
-        return next(csv.reader([line]), [])
-    except csv.Error as exc:  # a field over csv's size limit, a stray carriage return
-        raise InputError(f"{where}: malformed CSV row ({exc}); expected {EXPECTED}.") from None
 
 
 def _check_header(where: str, header: list[str], line: str) -> None:
@@ -120,7 +105,7 @@ def _read_json(path: Path, text: str) -> Parsed:
     for i, item in enumerate(items):
         where = f"'{path}': kernels[{i}]"
         if not isinstance(item, dict):
-            raise InputError(f"{where}: expected an object with kernel and samples, got {_shown(item)}.")
+            raise InputError(f"{where}: expected an object with kernel and samples, got {quoted(item)}.")
         for key in ("kernel", "samples"):
             if key not in item:
                 raise InputError(f"{where}: missing '{key}'; expected {{\"kernel\": ..., \"samples\": ...}}.")
@@ -152,7 +137,7 @@ def _finish(path: Path, fmt: str, rows: list[dict[str, Any]], report: str | None
     total = sum(r["samples"] for r in merged.values())
     big = [r["name"] for r in merged.values() if r["samples"] >= INT64_LIMIT]
     if big:
-        raise InputError(f"'{path}': kernel {_shown(big[0])}: its rows' samples add up beyond 2^63-1; expected "
+        raise InputError(f"'{path}': kernel {quoted(big[0])}: its rows' samples add up beyond 2^63-1; expected "
                          f"raw counts of one window. The export is damaged; export it again.")
     if not all(given) and total == 0:
         raise InputError(f"'{path}': every kernel has 0 samples, so no share can be computed; export a window "

@@ -14,7 +14,7 @@ from typing import Any
 
 from perfreport.errors import InputError
 from perfreport.files import gunzip_bytes
-from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json
+from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json, quoted
 from perfreport.timeshare.useful_flops import useful_by_kernel
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
@@ -59,9 +59,8 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
         if not isinstance(name, str) or not name.strip():
             raise InputError(f"'{path}': traceEvents[{i}]: kernel event without a name; the trace is damaged.")
         if not isinstance(dur, int | float) or isinstance(dur, bool) or not 0 <= dur * 1000 < INT64_LIMIT:
-            shown = repr(dur) if len(repr(dur)) <= 40 else repr(dur)[:37] + "..."
             raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected 'dur' a number >= 0 "
-                             f"(microseconds, below 2^63 ns), got {shown}; the trace is damaged.")
+                             f"(microseconds, below 2^63 ns), got {quoted(dur)}; the trace is damaged.")
         ns = round(dur * 1000)
         row = merged.setdefault(name, {"name": name, "instances": 0, "total_ns": 0, "min_ns": ns, "max_ns": ns})
         row["instances"] += 1
