@@ -22,27 +22,28 @@ def load_schema() -> dict[str, Any]:
     return schemas.load_schema(SCHEMA_FILE)
 
 
-def read_cell(path: Path) -> dict[str, Any] | None:
-    """Load an existing ncu_kernels.json, or None when there is none yet."""
+def read_cell(path: Path, schema_version: int = SCHEMA_VERSION) -> dict[str, Any] | None:
+    """Load an existing cell file (ncu_kernels.json, or a time-share file with its `schema_version`) to merge into,
+    or None when there is none yet; a damaged or foreign one is refused, never merged over."""
     if not path.exists():
         return None
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"'{path}': not valid JSON ({exc.msg} at line {exc.lineno}); delete it and import again."
+            f"'{path}': not valid JSON ({exc.msg} at line {exc.lineno}); delete it and import its sources again."
         ) from exc
     except (UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise InputError(f"'{path}': not a cell file perfreport wrote ({type(exc).__name__}: {str(exc)[:200]}); "
-                         f"delete it and import again.") from None
+        raise InputError(f"'{path}': not valid JSON, not a cell file perfreport wrote ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); delete it and import its sources again.") from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("sources", "kernels")):
         got = type(data).__name__ if not isinstance(data, dict) else "an object without sources[] and kernels[]"
-        raise InputError(f"'{path}': expected the {FILE_NAME} object perfreport writes (schema_version, sources[], "
+        raise InputError(f"'{path}': expected the {path.name} object perfreport writes (schema_version, sources[], "
                          f"kernels[]), got {got}; delete it and import the cell's sources again.")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if data.get("schema_version") != schema_version:
         raise InputError(
-            f"'{path}': schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}; "
-            f"delete it and import again with this perfreport version."
+            f"'{path}': schema_version {data.get('schema_version')!r}, expected {schema_version}; "
+            f"delete it and import its sources again with this perfreport version."
         )
     return data
 

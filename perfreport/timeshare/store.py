@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from perfreport.config import validate
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
+from perfreport.ncu.cells import read_cell
 from perfreport.ncu.kernel_identity import normalize
 from perfreport.timeshare.model import INT64_LIMIT, Parsed
 
@@ -61,21 +61,7 @@ def sample_rows(parsed: Parsed, source: str) -> list[dict[str, Any]]:
 
 def read_existing(path: Path) -> dict[str, Any] | None:
     """Load the cell's file if there is one (to keep the other sources), refusing a damaged or foreign one."""
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise InputError(f"'{path}': not valid JSON ({str(exc)[:200]}); delete it and import its sources again.") \
-            from None
-    if isinstance(data, dict) and not all(isinstance(data.get(k), list) for k in ("sources", "kernels")):
-        raise InputError(f"'{path}': expected an object with sources[] and kernels[], got other fields or null; "
-                         f"delete it and import its sources again.")
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
-        raise InputError(f"'{path}': schema_version {got!r}, expected {SCHEMA_VERSION}; delete it and import its "
-                         f"sources again with this perfreport version.")
-    return data
+    return read_cell(path, SCHEMA_VERSION)
 
 
 def merge(existing: dict[str, Any] | None, header: dict[str, Any], source: dict[str, Any],
