@@ -73,31 +73,40 @@ def _work(row: dict[str, Any]) -> dict[str, float | None]:
             "duration_ns": row.get("duration_ns")}
 
 
-def _fits(group: list[dict[str, float | None]], work: dict[str, float | None]) -> bool:
-    """Whether `work` keeps every measure of the group within its tolerance (max/min; unmeasured values skip)."""
+_Range = dict[str, tuple[float, float]]  # measure -> (lowest, highest) value of a group's launches
+
+
+def _widened(span: _Range, work: dict[str, float | None]) -> _Range | None:
+    """The group's ranges with `work` in them, or None when that puts a measure past its tolerance (max/min;
+    unmeasured values skip). Running ranges: a launch is checked in O(1), not against every launch of its group."""
+    out = dict(span)
     for measure, tolerance in WORK_TOLERANCE.items():
-        values = [v for v in (*(g[measure] for g in group), work[measure]) if v is not None]
-        if values and min(values) <= 0 < max(values):
-            return False
-        if values and min(values) > 0 and max(values) / min(values) > tolerance:
-            return False
-    return True
+        v = work[measure]
+        if v is None:
+            continue
+        lo, hi = out.get(measure, (v, v))
+        lo, hi = min(lo, v), max(hi, v)
+        if lo <= 0 < hi or (lo > 0 and hi / lo > tolerance):
+            return None
+        out[measure] = (lo, hi)
+    return out
 
 
 def split_by_work(rows: list[dict[str, Any]]) -> list[list[int]]:
     """Indexes of rows (launch order) grouped by the work they did: each row joins the first group it fits."""
     groups: list[list[int]] = []
-    works: list[list[dict[str, float | None]]] = []
+    spans: list[_Range] = []
     for i, row in enumerate(rows):
         work = _work(row)
-        for members, group in zip(groups, works, strict=True):
-            if _fits(group, work):
-                members.append(i)
-                group.append(work)
+        for g, span in enumerate(spans):
+            widened = _widened(span, work)
+            if widened is not None:
+                groups[g].append(i)
+                spans[g] = widened
                 break
         else:
             groups.append([i])
-            works.append([work])
+            spans.append(_widened({}, work) or {})
     return groups
 
 
