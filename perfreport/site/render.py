@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import json
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from markupsafe import Markup
 
 from perfreport import __version__
 from perfreport.errors import InputError, PerfReportError
-from perfreport.files import current_umask, locked, write_text_atomic
+from perfreport.files import locked, write_text_atomic
 from perfreport.site.campaign_pages import (
     cell_contexts,
     frontier_page,
@@ -131,8 +130,7 @@ def _stage_plotly(site: Path, staging: Staging) -> Path:
     src, dst = _plotly_source(), site / STATIC / PLOTLY_JS
     if not (dst.is_file() and filecmp.cmp(src, dst, shallow=False)):
         staged = staging.root / PLOTLY_JS
-        shutil.copyfile(src, staged)
-        os.chmod(staged, 0o666 & ~current_umask())
+        shutil.copyfile(src, staged)  # created as open() creates: 0666 less the umask
         staging.add(staged, dst)
     return dst
 
