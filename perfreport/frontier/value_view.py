@@ -66,15 +66,6 @@ def pct_text(v: float | None) -> str:
     return "unknown" if v is None else f"{v:.1f}%"
 
 
-def unlock_text(v: ValuedLever) -> str:
-    """Describe a lever's expected unlock: direction, rough magnitude (an estimate), end-to-end value and its bound."""
-    s = v.spec
-    head = f"{s.direction}, ~{s.fraction:.0%} of the matched kernels' time (levers.yaml estimate)"
-    if v.value_pct is None:
-        return f"{head}; end-to-end value {v.basis}"
-    return f"{head} = {v.value_pct:.1f}% of {v.cell_id}'s timeline, {v.basis}; matched: {', '.join(v.matched)}"
-
-
 def _lever_for(top: KernelLever, levers: Sequence[ValuedLever]) -> ValuedLever | None:
     """levers.yaml's first open lever that works on the top kernel in its cell."""
     return next((v for v in levers if v.spec.status == "open"

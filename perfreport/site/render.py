@@ -187,13 +187,6 @@ def _index_html(site: Path, staged: dict[str, Path]) -> str:
         charts={}, version=__version__, campaigns=entries, max_rows=MAX_HTML_ROWS, home="index.html")
 
 
-def render_index(site: Path) -> Path:
-    """Write <site>/index.html listing every campaign folder holding a site.json, sorted by folder."""
-    path = site / "index.html"
-    write_text_atomic(path, _index_html(site, {}))
-    return path
-
-
 def _site_root(out_dir: Path, campaign: str) -> Path:
     """The site root, refused up front where a file stands in the place of a folder the site needs."""
     site = Path(out_dir)
