@@ -58,7 +58,16 @@ class CampaignData:
     cells: list[CellData]
     join: list[dict[str, Any]]  # kernel_join rows + family, ncu_ms, ncu_share_pct
     unmatched: list[dict[str, Any]]
-    roofline: RooflineModel
+
+    @cached_property
+    def roofline(self) -> RooflineModel:
+        """The roofline model: one point per kernel row the warehouse chose for its cell, sized by time share.
+        Built on first use (the site's pages use it; the CLI's next lever does not)."""
+        shares = {(r["cell_id"], r["kernel_id"]): r["time_share_pct"] for r in self.join
+                  if r.get("time_share_pct") is not None and r.get("kernel_id") is not None}
+        chosen = {(r["cell_id"], r["kernel_id"]) for r in self.join if r.get("kernel_id") is not None}
+        return build_roofline([k for cd in self.cells for k in cd.kernels], self.ceilings, self.campaign.hardware,
+                              shares, chosen)
 
     @cached_property
     def join_by_cell(self) -> dict[str, list[dict[str, Any]]]:
@@ -195,7 +204,7 @@ def _by_cell(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def gather(campaign_dir: Path) -> CampaignData:
-    """Load the campaign, its cells' kernels and bundles, the warehouse join and the roofline model."""
+    """Load the campaign, its cells' kernels and bundles and the warehouse join (the roofline model on first use)."""
     campaign = load_campaign(campaign_dir)
     ceilings = load_ceilings(campaign.ceilings_override)
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
@@ -207,10 +216,5 @@ def gather(campaign_dir: Path) -> CampaignData:
         serving, steps = _bundle_rows(cell.id, paths)
         cells.append(CellData(cell, cell.effective_context(campaign), kernels.get(cell.id, []),
                               sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps))
-    join, unmatched = wh["join"], wh["unmatched"]
-    shares = {(r["cell_id"], r["kernel_id"]): r["time_share_pct"] for r in join
-              if r.get("time_share_pct") is not None and r.get("kernel_id") is not None}
-    chosen = {(r["cell_id"], r["kernel_id"]) for r in join if r.get("kernel_id") is not None}
-    model = build_roofline([k for cd in cells for k in cd.kernels], ceilings, campaign.hardware, shares, chosen)
-    return CampaignData(campaign, ceilings, cells, join, unmatched, model)
+    return CampaignData(campaign, ceilings, cells, wh["join"], wh["unmatched"])
 
