@@ -86,9 +86,9 @@ def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str,
     peaks = [r.value for r in model.roofs if not r.is_memory and r.measured_for is None] or [1.0]
     colors = _roof_colors(model)
     mem = model.memory_roof
+    measured_mem = next((r for r in model.roofs if r.level == "dram" and r.measured_for), None)
     for roof in model.roofs:
         color = colors[roof.key]
-        measured_mem = next((r for r in model.roofs if r.level == "dram" and r.measured_for), None)
         if roof.is_memory:
             ridge = max(peaks) / roof.value
             xs, ys = [x0, ridge], [x0 * roof.value, max(peaks)]
@@ -210,7 +210,7 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
         pts = [p for p in model.points if getattr(p, f"ai_{level}") is not None]
         if pts:
             traces.append(dict(
-                type="scattergl" if use_gl else "scatter", mode="markers", visible="legendonly",
+                type="scatter", mode="markers", visible="legendonly",
                 x=[_r(getattr(p, f"ai_{level}"), 3) for p in pts], y=[_r(p.tflops, 3) for p in pts],
                 name=f"{level.upper()} AI (every cell)", legendgroup=f"hierarchy-{level}",
                 marker=dict(color=ROOF_COLORS[level], symbol=symbol, size=6),
