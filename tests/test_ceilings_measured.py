@@ -1,6 +1,6 @@
 """`ceilings measure`, the measured half: the raw record of each GPU measured on a device machine
 (tests/data/ceilings/<gpu>/, device/issue19/run.sh) gives the committed override, which validates and equals what
-sol-ceilings.yaml holds. The H200 is measured; the H100 is not yet (its device machine could not be started)."""
+sol-ceilings.yaml holds, for the H200 and the H100 (device/issue19/run.sh, device/h100/run.sh)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from perfreport.capture.ceilings.override import override_from_raw, override_tex
 from perfreport.config.ceilings import load_ceilings
 
 DATA = Path(__file__).parent / "data" / "ceilings"
-GPUS = {"h200": ("h200_sm90", "NVIDIA H200")}  # the GPUs measured so far
+GPUS = {"h200": ("h200_sm90", "NVIDIA H200"), "h100": ("h100_sm90", "NVIDIA H100 80GB HBM3")}
 DTYPES = ("bf16", "fp16", "tf32", "fp8")
 
 
@@ -97,7 +97,7 @@ def test_smi_summaries_come_from_the_committed_samples(gpu: str) -> None:
             assert record["smi_burst"] == smi.summarize(samples, burst["t0"], burst["t1"], margin_s=0.25)
 
 
-@pytest.mark.parametrize(("gpu", "datasheet_hbm"), [("h200", 4.8)])
+@pytest.mark.parametrize(("gpu", "datasheet_hbm"), [("h200", 4.8), ("h100", 3.35)])
 def test_the_measured_gpu_sits_where_hopper_should(gpu: str, datasheet_hbm: float) -> None:
     empirical = empirical_of(gpu)
     assert 0.6 * datasheet_hbm < empirical["device_copy_tbps"]["value"] < datasheet_hbm
@@ -107,10 +107,13 @@ def test_the_measured_gpu_sits_where_hopper_should(gpu: str, datasheet_hbm: floa
     assert empirical["tf32_gemm_tflops"]["value"] < empirical["bf16_gemm_tflops"]["value"]
 
 
-def test_the_launch_floor_is_the_measured_median() -> None:
-    raw = json.loads((DATA / "h200" / "launch_floor.json").read_text())
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+def test_the_launch_floor_is_the_measured_median(gpu: str) -> None:
+    raw = json.loads((DATA / gpu / "launch_floor.json").read_text())
+    hw = GPUS[gpu][0]
+    assert raw["gpu"] == GPUS[gpu][1]
     assert raw["launches"] == 500 and raw["min_us"] <= raw["median_us"] <= raw["p90_us"] < 2.0
-    assert load_ceilings().launch_floor("h200_sm90") == (round(raw["median_us"], 3), "h200_sm90.launch_floor_us")
+    assert load_ceilings().launch_floor(hw) == (round(raw["median_us"], 3), f"{hw}.launch_floor_us")
 
 
 # --- pure parts ---------------------------------------------------------------------------------------------------
