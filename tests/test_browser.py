@@ -150,5 +150,73 @@ def test_hostile_names_render_as_text_and_no_dialog_fires(browser: Any, evil_sit
                 assert visit.page.get_by_text(EVIL_KERNEL, exact=True).count() >= 1
             if path.name == "01-summary.html":
                 assert visit.page.get_by_text(EVIL_FIELD, exact=True).count() == 1
+            if path.name == "kernel-decode-b16-kv2048.html":  # the kernel list, drawn by kernel-page.js
+                assert visit.page.locator("#kernel-list-table").get_by_text(EVIL_KERNEL, exact=True).count() >= 1
         finally:
             visit.page.close()
+
+
+def _kernel_doc(page: Path) -> dict[str, Any]:
+    text = page.read_text()
+    start = text.index('id="kernel-data">') + len('id="kernel-data">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def test_kernel_page_draws_every_part_of_one_kernel(browser: Any, example_site: RenderResult) -> None:
+    """The prefill o-proj GEMM (#1 of its name, grid and block): identity, its time share, the ncu commands, every
+    derived number with formula and metrics, stalls in cycles, rule results with estimated speedups, launches."""
+    path = example_site.campaign_site / "kernel-prefill-b8-s1024.html"
+    data = _kernel_doc(path)
+    full = next(s["source"] for s in data["sources"] if s["section_set"] == "full")
+    row = next(k for k in data["doc"]["kernels"] if k["source"] == full and k["instance"] == 1
+               and k["function"].startswith("nvjet_sm90_tst_256x128"))
+    visit = Visit(browser, path)
+    try:
+        visit.page.goto(path.as_uri() + "#" + row["id"])
+        visit.page.wait_for_selector("#derived-table")
+        visit.check_offline_and_clean()
+        assert visit.page.locator("h2.kernel-title").inner_text() == f"{row['id']} {row['function']} #1"
+        identity = visit.page.locator("#identity-table").inner_text()
+        assert f"ncu launch ids {row['launch_ids'][0]}" in identity and "did different work" in identity
+        join = visit.page.locator("#join-table tbody tr")
+        assert join.count() == 1 and "%" in join.inner_text()
+        commands = visit.page.locator("#open pre").all_inner_texts()
+        assert f"--launch-skip {row['launch_ids'][0]} --launch-count 1" in commands[1]
+        derived = visit.page.locator("#derived-table").inner_text()
+        for metric in ("gpu__time_duration.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+                       "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "lts__t_sector_hit_rate.pct"):
+            assert metric in derived
+        assert "flops.total / dram_bytes" in derived
+        tensor_row = visit.page.locator("#derived-table tr", has_text="tensor_pipe_active_pct").inner_text()
+        assert f"{row['tensor_pipe_active_pct']:.4g}".split(".")[0] in tensor_row
+        stalls = visit.page.locator("#stalls-table tbody tr")
+        assert stalls.count() == len(row["warp_stall_cycles"])
+        top = max(row["warp_stall_cycles"], key=row["warp_stall_cycles"].get)
+        assert stalls.first.inner_text().startswith(top)
+        rules = visit.page.locator("#rules-table tbody tr")
+        assert rules.count() == len(row["rules"]) > 3
+        with_speedup = [r for r in row["rules"] if r["speedup_pct"] is not None]
+        assert visit.page.locator("#rules-table").get_by_text(f"% ({with_speedup[0]['speedup_type']})").count() >= 1
+        assert visit.page.locator("#launches-table tbody tr").count() == row["launches"]
+        visit.page.locator("a", has_text="all kernel rows of cell").click()  # back to the cell's list
+        visit.page.wait_for_selector("#kernel-list-table")
+        assert visit.page.locator("#kernel-list-table tbody tr").count() == len(data["doc"]["kernels"])
+    finally:
+        visit.page.close()
+
+
+def test_roofline_marker_click_opens_its_kernel_page(browser: Any, example_site: RenderResult) -> None:
+    visit = Visit(browser, example_site.campaign_site / "05-roofline.html")
+    try:
+        target = visit.page.evaluate("""() => {
+          const gd = document.getElementById('roofline');
+          const i = gd.data.findIndex(t => t.legendgroup === 'decode-b16-kv2048' && t.customdata);
+          const p = {customdata: gd.data[i].customdata[0], data: gd.data[i]};
+          gd.emit('plotly_click', {points: [p]});
+          return String(p.customdata[1]).split(' ')[0];
+        }""")
+        visit.page.wait_for_url(f"**/kernel-decode-b16-kv2048.html#{target}")
+        visit.page.wait_for_selector("#derived-table")
+        assert visit.page.locator("h2.kernel-title").inner_text().startswith(target + " ")
+    finally:
+        visit.page.close()

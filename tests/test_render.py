@@ -24,6 +24,8 @@ GOLDEN = Path(__file__).parent / "golden" / "site"
 CAMPAIGN = "h200-decoder-layer"
 PAGES = ["01-summary.html", "02-serving.html", "03-step-budget.html", "04-time-share.html", "05-roofline.html",
          "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html"]
+# one kernel page per cell, drawn in the browser from its data (tests/test_kernel_pages.py, tests/test_browser.py)
+KERNEL_PAGES = ["kernel-decode-b16-kv2048.html", "kernel-prefill-b8-s1024.html"]
 KEPT_ATTRS = ("id", "class", "href", "src", "rel", "lang", "charset")
 
 
@@ -110,10 +112,11 @@ def test_rendered_page_outline_matches_its_golden(example_site: RenderResult, pa
 def test_site_has_every_page_vendored_plotly_no_network_urls_and_no_broken_links(example_site: RenderResult) -> None:
     site = example_site.site_dir
     assert (site / "static" / "plotly.min.js").stat().st_size > 1_000_000
-    assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES)
+    assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES + KERNEL_PAGES)
     manifest = json.loads((example_site.campaign_site / "site.json").read_text())
-    assert manifest["pages"] == PAGES and manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024"]
-    for page in PAGES:
+    assert manifest["pages"] == PAGES + KERNEL_PAGES
+    assert manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024"]
+    for page in PAGES + KERNEL_PAGES:
         html = _page(example_site, page)
         assert '<script src="../static/plotly.min.js"></script>' in html
         assert not re.search(r'(src|href)="(https?:)?//', html), page  # nothing fetched from a network
@@ -222,7 +225,7 @@ def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
 def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     result = run_cli("report_render", "--campaign", str(example_campaign), "--out", str(out), ok=True)
-    assert "05-roofline.html" in result.output and "9 pages" in result.output
+    assert "05-roofline.html" in result.output and "11 pages" in result.output
     assert f"index: {out / 'index.html'}" in result.output.replace("\n", "")
     assert (out / CAMPAIGN / "01-summary.html").is_file()
 
@@ -233,7 +236,8 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
     camp = tmp_path / "empty-campaign"
     campaign_init(camp)
     result = report_render(camp, tmp_path / "site")
-    assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html"])
+    assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html",
+                                                                        "kernel-example-cell.html"])
     assert "kernels with measured arithmetic intensity (0)" in _page(result, "05-roofline.html")
     assert "No data yet." in _page(result, "04-time-share.html")
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from perfreport.config.ceilings import classify_family
 from perfreport.ncu.derive import DeriveContext, derive_launch, verdict
-from perfreport.ncu.model import Capture, KernelLaunch
+from perfreport.ncu.model import Capture, KernelLaunch, rule_row
 from perfreport.ncu.row import agg_names
 
+# Exports that carry ncu's rule results (the raw page holds none).
+RULE_FORMATS = ("ncu-rep", "csv-details")
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
 STAT_FIELDS = agg_names("mean")
 # Fields that must agree across launches of one kernel: taken from the first launch.
@@ -116,6 +118,7 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
     A (name, grid, block) whose launches did different work gives one entry per piece of work, numbered
     `instance` 1, 2, .. by first launch; one that did the same work throughout gives one entry with instance null.
     """
+    has_rules = capture.source_format in RULE_FORMATS and any(k.rules for k in capture.launches)
     groups: dict[tuple[str, str, str], list[KernelLaunch]] = {}
     for launch in sorted(capture.launches, key=lambda k: k.launch_id):
         groups.setdefault(kernel_key(launch), []).append(launch)
@@ -127,6 +130,8 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
         for n, part in enumerate(parts, 1):
             entry = _entry([launches[i] for i in part], [rows[i] for i in part], source_id)
             entry["instance"] = n if len(parts) > 1 else None
+            first = launches[part[0]]
+            entry["rules"] = [rule_row(r, first.launch_id) for r in first.rules] if has_rules else None
             entries.append(entry)
     return sorted(entries, key=lambda e: e["launch_ids"][0])
 

@@ -127,6 +127,11 @@ def _stalls(get: Getter, cat: Catalog) -> dict[str, float] | None:
     return {r: 100.0 * v / total for r, v in sorted(ratios.items())}
 
 
+def _stall_cycles(get: Getter, cat: Catalog) -> dict[str, float] | None:
+    cycles = {r: v for r, m in sorted(cat.warp_stalls.items()) if (v := get(m)) is not None}
+    return cycles or None
+
+
 def _divergence(get: Getter, cat: Catalog) -> float | None:
     eff = get(cat.scalars["branch_efficiency_pct"])
     divergent = get(cat.scalars["divergent_branches_avg"])
@@ -258,6 +263,12 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
         "block_limits": limits or None,
         "block_limit_factor": limiter,
         "warp_stalls_pct": _stalls(get, cat),
+        "warp_stall_cycles": _stall_cycles(get, cat),
+        "warp_cycles_per_issued_inst": get(s["warp_cycles_per_issued_inst"]),
+        "waves_per_sm": get(s["waves_per_sm"]),
+        "l1_hit_rate_pct": get(s["l1_hit_rate_pct"]),
+        "l2_hit_rate_pct": get(s["l2_hit_rate_pct"]),
+        "tensor_pipe_active_pct": get(s["tensor_pipe_active_pct"]),
         "branch_efficiency_pct": get(s["branch_efficiency_pct"]),
         "branch_divergence_pct": _divergence(get, cat),
     }

@@ -119,8 +119,8 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
             if progress is not None:
                 size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
                 progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
-            # ncu_kernels.json holds no rule results (guided analysis): a report's are not read
-            capture = read_export(path, progress, hashes.get(path), rep_reader, rules=False)
+            # rule results (guided analysis) go to each kernel row's `rules`, for the kernel page
+            capture = read_export(path, progress, hashes.get(path), rep_reader)
             for launch in capture.launches:
                 check_name_length(launch.name, f"'{path}': launch {launch.launch_id}")
             sid, anchored = source_id(path, campaign.dir, bundle_path if bundle_path.is_dir() else None)

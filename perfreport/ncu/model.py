@@ -7,6 +7,7 @@ Base units: time in ns, data in byte, rates per second, frequency in hz (cycle/s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -18,8 +19,31 @@ class Rule(NamedTuple):
     rule: str  # rule identifier (SOLBottleneck)
     type: str  # INF, OPT, WRN, ERR
     description: str
-    speedup_type: str = ""  # "global" / "local" (details page only)
-    speedup: str = ""  # estimated speedup in %, as printed
+    speedup_type: str = ""  # "global" / "local"; "" when the rule estimates none
+    speedup: str = ""  # estimated speedup in %, as printed (details page) or speedup_text of the stored double
+
+
+# ncu's link markup in rule messages (`@section:WarpStateStats:Warp State Statistics@`) -> its text, as the
+# details page prints it.
+RULE_LINK = re.compile(r"@[a-z]+:[^:@\s]*:([^@]*)@")
+# A rule message's type: ncu_report's MsgType number (the .ncu-rep readers) -> the details page's name.
+RULE_TYPE_NAMES = {"0": "", "1": "INF", "2": "OPT", "3": "WRN", "4": "ERR"}
+
+
+def rule_row(rule: Rule, launch_id: int) -> dict[str, object]:
+    """One rule result as the kernel row's `rules` holds it: type by name, speedup a number (null when none)."""
+    try:
+        speedup: float | None = float(rule.speedup.replace(",", "")) if rule.speedup else None
+    except ValueError:
+        speedup = None
+    return {"launch_id": launch_id, "section": rule.section, "rule": rule.rule,
+            "type": RULE_TYPE_NAMES.get(rule.type, rule.type), "message": RULE_LINK.sub(r"\1", rule.description),
+            "speedup_type": rule.speedup_type or None, "speedup_pct": speedup}
+
+
+def speedup_text(value: float) -> str:
+    """A report's stored speedup estimate (a double, in %) as text: 4 significant digits, as ncu prints ~5.573."""
+    return f"{value:.4g}"
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from perfreport.warehouse.gather import SERVING_GROUPS, CampaignData, CellData
 from perfreport.frontier.krhpa import LETTERS, LEVELS, rubric_rows
 from perfreport.frontier.krhpa import krhpa_label, krhpa_problems
 from perfreport.frontier.levers import load_levers
+from perfreport.site.kernel_pages import kernel_href
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
 from perfreport.frontier.value_view import build_view
 
@@ -210,7 +211,8 @@ def time_share_page(data: CampaignData) -> Page:
     without = [cd.id for cd in data.cells if not data.timed(cd.id)]
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
-    page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join))
+    page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join,
+                         link_key="label"))
     rows = [{**r, "bar": f"{r['cell_id']} · {r['label']}"} for r in data.join]
     if data.has_time_shares:
         fig = charts.bars(rows, "bar", "time_share_pct", "Time share per kernel", "time share (%)")
@@ -232,7 +234,8 @@ def roofline_page(data: CampaignData) -> Page:
     page = Page("05-roofline.html", "05-roofline.html", "Roofline")
     model = data.roofline
     page.add_chart(Chart("roofline", charts.roofline(model, f"Roofline · {data.campaign.id} · {model.hardware}",
-                                                     contexts=cell_contexts(data))))
+                                                     contexts=cell_contexts(data)),
+                         "Click a kernel marker to open its kernel page.", kernel_links=True))
     page.context["notes"] = model.notes
     page.context["counts"] = {"measured": sum(p.measured for p in model.points),
                               "unmeasured": sum(not p.measured for p in model.points)}
@@ -247,7 +250,7 @@ def roofline_page(data: CampaignData) -> Page:
         C("tflops", "TFLOP/s (or placement)", "num"),
         C("pct_of_roof", "% of roof at AI", "pct"), C("sm_pct", "SM busy", "pct"), C("ceiling_key", "ceiling key"),
         C("sol_pct", "%SoL", "pct"), C("bound", "bound"), C("time_share_pct", "time share", "pct")],
-        [dict(p.__dict__) for p in model.points]))
+        [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id)} for p in model.points], link_key="kernel_id"))
     return page
 
 
@@ -255,7 +258,8 @@ def internals_page(data: CampaignData) -> Page:
     """06: occupancy and its binding limit, registers, shared memory, warp stalls, divergence."""
     page = Page("06-kernel-internals.html", "06-kernel-internals.html", "Kernel internals")
     rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for cd in data.cells for k in cd.kernels]
-    page.add_table(Table("internals", "Occupancy, resources and divergence per kernel row", INTERNALS_COLUMNS, rows))
+    page.add_table(Table("internals", "Occupancy, resources and divergence per kernel row", INTERNALS_COLUMNS, rows,
+                         link_key="id"))
     with_stalls = [r for r in rows if r.get("warp_stalls_pct")]
     page.context["missing"] = None if with_stalls else Missing("warp-stall breakdown per kernel", [
         "capture with --set full (WarpStateStats section) and import it with perftunereport import_ncu"])
@@ -322,5 +326,6 @@ def frontier_page(data: CampaignData) -> Page:
         C("time_share_pct", "time share", "pct"), C("saved_pct", "time saved", "pct"),
         C("saved_ms", "time saved ms", "ms"), C("basis", "assumption", wrap=True), C("action", "lever", wrap=True),
         C("cost", "cost")],
-        [{"rank": i, **lv.as_row()} for i, lv in enumerate(view.kernels, start=1)]))
+        [{"rank": i, **lv.as_row(), "href": kernel_href(lv.cell_id, lv.kernel_id) if lv.kernel_id else None}
+         for i, lv in enumerate(view.kernels, start=1)], link_key="label"))
     return page

@@ -34,17 +34,19 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
         C("id", "source"), C("format", "format"), C("section_set", "set"), C("ncu_version", "ncu"),
         C("gpu", "GPU"), C("kernels", "kernels", "num"), C("launches", "launches", "num"), C("sha256", "sha256"),
         C("command_line", "command line", wrap=True)], cd.sources))
-    page.add_table(Table("kernels", "Kernel rows (ncu_kernels.json)", _without_cell(KERNEL_COLUMNS), cd.kernels))
+    page.add_table(Table("kernels", "Kernel rows (ncu_kernels.json)", _without_cell(KERNEL_COLUMNS), cd.kernels,
+                         link_key="id"))
     model = data.roofline
     cell_model = replace(model, points=data.points_by_cell.get(cd.id, []), notes=[])
     if cell_model.points:
-        page.add_chart(Chart("cell-roofline", charts.roofline(cell_model, f"Roofline · {cd.id}",
-                                                              contexts=contexts)))
+        page.add_chart(Chart("cell-roofline", charts.roofline(cell_model, f"Roofline · {cd.id}", contexts=contexts),
+                             "Click a kernel marker to open its kernel page.", kernel_links=True))
     join = data.join_by_cell.get(cd.id, [])
     page.add_table(Table("join", "Time share and Amdahl bound (kernel_join)",
-                         [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join))
+                         [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join, link_key="label"))
     rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for k in cd.kernels]
-    page.add_table(Table("internals", "Occupancy, resources and divergence", _without_cell(INTERNALS_COLUMNS), rows))
+    page.add_table(Table("internals", "Occupancy, resources and divergence", _without_cell(INTERNALS_COLUMNS), rows,
+                         link_key="id"))
     stalls = [r for r in rows if r.get("warp_stalls_pct")]
     if stalls:
         page.add_chart(Chart("cell-warp-stalls", charts.warp_stalls(stalls, f"Warp-stall breakdown · {cd.id}")))

@@ -81,6 +81,7 @@ class Chart:
     div_id: str
     figure: go.Figure
     note: str = ""
+    kernel_links: bool = False  # a click on a kernel marker opens its kernel page (kernel_pages.CLICK_SCRIPT)
 
 
 @dataclass

@@ -37,6 +37,8 @@ from perfreport.site.campaign_pages import (
 )
 from perfreport.site.cell_pages import cell_page, compare_page
 from perfreport.site.comparison import comparisons
+from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
+from perfreport.site.kernel_pages import CLICK_SCRIPT, kernel_pages, link_kernels, script_text
 from perfreport.site.page_model import Chart, Page
 from perfreport.site.staging import Staging, link_or_copy
 from perfreport.site.templating import environment
@@ -69,7 +71,8 @@ class RenderResult:
 def chart_html(chart: Chart) -> Markup:
     """Render a figure as a div + script (no plotly.js), with a fixed div id; refuse an unescaped `</`."""
     html = pio.to_html(chart.figure, include_plotlyjs=False, full_html=False, div_id=chart.div_id,
-                       config={"displaylogo": False, "responsive": True}, validate=False)
+                       config={"displaylogo": False, "responsive": True}, validate=False,
+                       post_script=CLICK_SCRIPT if chart.kernel_links else None)
     script = html[html.index("<script"):html.rindex("</script>")]
     if "</" in script:
         raise PerfReportError(f"chart {chart.div_id!r}: the figure JSON holds an unescaped '</'; plotly's JSON "
@@ -90,18 +93,20 @@ def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]]) -> str:
 def build_pages(data: CampaignData) -> list[Page]:
     """Every page of one campaign, in a fixed order."""
     groups, mismatches = comparisons([(cd.id, cd.context) for cd in data.cells])
+    link_kernels(data)  # before any table is built: every kernel row links to its kernel page
     pages = [summary_page(data, groups, mismatches), serving_page(data), step_budget_page(data),
              time_share_page(data), roofline_page(data), internals_page(data), frontier_page(data)]
     contexts = cell_contexts(data)
     pages += [cell_page(data, cd, groups, contexts) for cd in data.cells]
     pages += [compare_page(data, g) for g in groups]
+    pages += kernel_pages(data)
     return pages
 
 
 def _files(data: CampaignData, pages: list[Page]) -> dict[str, str]:
     campaign = data.campaign.id
     nav = [{"href": href, "label": label} for href, label in NAV]
-    files: dict[str, str] = {}
+    files: dict[str, str] = {KERNEL_SCRIPT: script_text()}
     for page in pages:
         files[page.filename] = _render_page(page, campaign, nav)
         for table in page.tables.values():

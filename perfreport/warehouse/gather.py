@@ -24,7 +24,7 @@ from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.config.ceilings import Ceilings, load_ceilings
 from perfreport.errors import InputError
 from perfreport.timeshare.step_budget import host_share_pct
-from perfreport.warehouse.db import open_loaded
+from perfreport.warehouse.db import NCU_FILE, open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
 
 SERVING_GROUPS = (("throughput", ("throughput", "tok_s", "tokens_per_s", "req_s")), ("ttft", ("ttft",)),
@@ -42,6 +42,7 @@ class CellData:
     bundles: list[str] = field(default_factory=list)
     serving: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    kernels_json: str = ""  # the cell's ncu_kernels.json as written by import_ncu ("" when it has none)
 
     @property
     def id(self) -> str:
@@ -203,6 +204,16 @@ def _by_cell(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _kernels_json(campaign: Campaign, cell: Cell) -> str:
+    """The cell's ncu_kernels.json text (the warehouse loaded and checked it already), for the kernel pages."""
+    path = cell.cell_dir(campaign) / NCU_FILE
+    try:
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+    except OSError as exc:
+        raise InputError(f"'{path}': cannot be read ({exc.strerror}); check its permissions and render again.") \
+            from None
+
+
 def gather(campaign_dir: Path) -> CampaignData:
     """Load the campaign, its cells' kernels and bundles and the warehouse join (the roofline model on first use)."""
     campaign = load_campaign(campaign_dir)
@@ -215,6 +226,7 @@ def gather(campaign_dir: Path) -> CampaignData:
         paths = _bundle_jsons(campaign, cell)
         serving, steps = _bundle_rows(cell.id, paths)
         cells.append(CellData(cell, cell.effective_context(campaign), kernels.get(cell.id, []),
-                              sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps))
+                              sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps,
+                              _kernels_json(campaign, cell)))
     return CampaignData(campaign, ceilings, cells, wh["join"], wh["unmatched"])
 

@@ -34,6 +34,23 @@ class Catalog:
     text: dict[str, str]
     rep_units: dict[str, str]  # ncu_report's unit of each numeric metric above (for the byte reader)
 
+    def resolve(self, refs: tuple[str, ...]) -> list[str]:
+        """The ncu metric names behind metrics.yaml references ("scalars.duration_ns", or a whole group such as
+        "tensor_flops"), in order, each once; an unknown reference is a KeyError (row.py names only real ones)."""
+        groups: dict[str, dict[str, str]] = {
+            "scalars": self.scalars, "block_limits": self.block_limits, "tensor_flops": self.tensor_flops,
+            "tensor_peak_per_cycle": self.tensor_peak_per_cycle, "warp_stalls": self.warp_stalls,
+            "cuda_core_peak_per_cycle": self.cuda_core_peak_per_cycle,
+            "cuda_core_flops": {f"{k}.{i}": t.metric for k, terms in self.cuda_core_flops.items()
+                                for i, t in enumerate(terms)},
+        }
+        names: list[str] = []
+        for ref in refs:
+            group, _, item = ref.partition(".")
+            found = [groups[group][item]] if item else list(groups[group].values())
+            names += [n for n in found if n not in names]
+        return names
+
     def needed(self) -> list[str]:
         """Every raw metric the derivation reads, sorted (what a reader must extract)."""
         names: set[str] = set()

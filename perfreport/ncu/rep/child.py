@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from perfreport.errors import InputError
+from perfreport.ncu.model import speedup_text
+from perfreport.ncu.rep.rules import SPEEDUP_TYPES
 
-# What a child sends, one pickled tuple each: ("total", N), ("read", k), then ("done", kernels) or ("refused", why)
-Kernel = tuple[str, str, str, dict[str, Any], dict[str, str], list[tuple[str, str, str, str]], list[str]]
+# What a child sends, one pickled tuple each: ("total", N), ("read", k), then ("done", kernels) or ("refused", why).
+# A kernel: names (mangled, function, demangled), values, units, rules (section, rule, type, text, speedup type and
+# value), sections.
+Kernel = tuple[str, str, str, dict[str, Any], dict[str, str], list[tuple[str, str, str, str, str, str]], list[str]]
 _TAIL_LINES = 3  # of the child's stderr, quoted when it dies: a CHECK failure prints its reason there
 
 
@@ -146,6 +150,15 @@ def _serve(job: dict[str, Any], send: Callable[[tuple[Any, ...]], None]) -> None
     send(("done", kernels))
 
 
+def _speedup(estimate: Any) -> tuple[str, str]:
+    """ncu_report's speedup_estimation ({'type': 1 local | 2 global, 'speedup': %}) as (type, text)."""
+    if not isinstance(estimate, dict) or "speedup" not in estimate:
+        return "", ""
+    kind = estimate.get("type")
+    name = SPEEDUP_TYPES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
+    return name, speedup_text(float(estimate["speedup"]))
+
+
 def _kernel(ncu_report: Any, act: Any, wanted: list[str], rules: bool) -> Kernel:
     """One action: its names, the typed values of the wanted metrics and their units, rules, sections."""
     values: dict[str, Any] = {}
@@ -158,7 +171,8 @@ def _kernel(ncu_report: Any, act: Any, wanted: list[str], rules: bool) -> Kernel
         units[name] = m.unit()
     found = [
         (str(r.get("section_identifier", "")), str(r.get("rule_identifier", "")),
-         str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")))
+         str((r.get("rule_message") or {}).get("type", "")), str((r.get("rule_message") or {}).get("message", "")),
+         *_speedup(r.get("speedup_estimation")))
         for r in (act.rule_results_as_dicts() if rules else [])
     ]
     return (act.name(ncu_report.IAction.NameBase_MANGLED) or "", act.name(ncu_report.IAction.NameBase_FUNCTION) or "",

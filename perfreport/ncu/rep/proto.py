@@ -52,6 +52,9 @@ RULE_BODY_ITEMS = 1  # RuleResultBody.Items
 RULE_ITEM_MESSAGE = 1  # RuleResultBodyItem.Message
 RULE_MESSAGE_TEXT = 1  # RuleResultMessage.Message
 RULE_MESSAGE_TYPE = 2  # RuleResultMessage.Type
+RULE_ITEM_SPEEDUP = 10  # RuleResultBodyItem.Speedup
+RULE_SPEEDUP_TYPE = 1  # RuleResultSpeedup.Type
+RULE_SPEEDUP_VALUE = 2  # RuleResultSpeedup.Value (a double)
 
 # the keys the hot loops compare a byte with: a metric entry of a ProfileResult, its NameId (written first) and value
 METRIC_TAG = key(RESULT_METRICS, LEN)

@@ -1,0 +1,113 @@
+"""The page per kernel: kernel-<cell>.html#<kernel id>, one page per cell, drawn in the browser from its data.
+
+Each cell's page holds the cell's ncu_kernels.json as it was imported (every derived number, launch, stall and rule
+result), the cell's kernel_join rows and its sources in one inline JSON block, not parsed or re-encoded here: a
+200-cell x 50-kernel campaign renders in the time of a string copy (docs/benchmarks.md). kernel-page.js (one per
+campaign, from templates/) draws the kernel named after the '#', and the field table below: each derived number's
+formula and the ncu metrics it read, resolved from the metric catalog.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from markupsafe import Markup
+
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.row import KERNEL_ROW
+from perfreport.site.page_model import Page
+from perfreport.site.templating import templates_dir
+from perfreport.warehouse.gather import CampaignData, CellData
+
+SCRIPT = "kernel-page.js"
+TEMPLATE = "kernel.html"
+# How each source opens at one launch, from the campaign folder: {launch} is the launch id (ncu's ID column).
+# In import mode ncu applies its filter options to the report's results, so --launch-skip N selects ID N.
+NCU_OPEN = "ncu --import {report} --launch-skip {{launch}} --launch-count 1 --page details --print-details all"
+UI_OPEN = "ncu-ui {report}  (then pick ID {{launch}} in the result list)"
+
+
+# After a roofline is drawn: a click on a kernel marker opens its page. The trace's legendgroup is the cell, the
+# point's customdata[1] starts with the kernel id (charts._customdata); other traces (roofs, ridges) have neither.
+CLICK_SCRIPT = (
+    "var gd = document.getElementById('{plot_id}');"
+    "gd.on('plotly_click', function (e) {"
+    " var p = e.points && e.points[0]; if (!p || !p.customdata || !p.data.legendgroup) return;"
+    " var k = String(p.customdata[1]).split(' ')[0]; if (!/^k[0-9]+$/.test(k)) return;"
+    " window.location.href = 'kernel-' + encodeURIComponent(p.data.legendgroup) + '.html#' + k; });"
+)
+
+
+def kernel_href(cell_id: str, kernel_id: str) -> str:
+    """The link to one kernel's page, relative to the campaign folder."""
+    return f"kernel-{quote(cell_id, safe='')}.html#{quote(kernel_id, safe='')}"
+
+
+def link_kernels(data: CampaignData) -> None:
+    """Give every kernel row and every kernel_join row with a kernel id its page link (`href`), in place."""
+    for cd in data.cells:
+        for k in cd.kernels:
+            k["href"] = kernel_href(cd.id, k["id"])
+    for r in data.join:
+        if r.get("kernel_id"):
+            r["href"] = kernel_href(r["cell_id"], r["kernel_id"])
+
+
+def open_commands(source: dict[str, Any]) -> list[str]:
+    """Commands that open a source at one launch ({launch} left to fill), run from the campaign folder."""
+    path, fmt = str(source.get("source") or source.get("id") or ""), source.get("format")
+    if fmt == "ncu-rep":
+        report = path[:-3] if path.endswith(".gz") else path
+        unzip = [f"gunzip -k {_sh(path)}   # ncu reads the report uncompressed"] if report != path else []
+        return [*unzip, NCU_OPEN.format(report=_sh(report)), UI_OPEN.format(report=_sh(report))]
+    return [f"{path} is an ncu CSV export ({fmt}); the .ncu-rep it came from is not recorded here. Open that report "
+            f"with: {NCU_OPEN.format(report='REPORT.ncu-rep')}"]
+
+
+def _sh(path: str) -> str:
+    """A path as a shell word: quoted when it holds anything but the plain characters of file names."""
+    plain = all(c.isalnum() or c in "._-/+" for c in path)
+    return path if plain and path else "'" + path.replace("'", "'\\''") + "'"
+
+
+def field_table() -> list[dict[str, Any]]:
+    """Every derived kernel-row field with its unit, description, formula and the ncu metrics it reads."""
+    cat = load_catalog()
+    return [{"field": f.name, "unit": f.unit, "description": f.description, "formula": f.formula,
+             "metrics": cat.resolve(f.reads)} for f in KERNEL_ROW if f.formula]
+
+
+def script_text() -> str:
+    """kernel-page.js: the field table, then the drawing code (templates/kernel-page.js)."""
+    fields = json.dumps(field_table(), ensure_ascii=False, separators=(",", ":"))
+    code = (templates_dir() / SCRIPT).read_text(encoding="utf-8")
+    return f"var PERFREPORT_FIELDS = {fields};\n{code}"
+
+
+def _inline_json(text: str) -> str:
+    """JSON made safe inside <script type="application/json">: no '<' at all (so no `</script` or `<!--`); in
+    JSON '<' only occurs inside strings, where \\u003c reads back as the same character."""
+    return text.replace("<", "\\u003c")
+
+
+def kernel_data(data: CampaignData, cd: CellData) -> str:
+    """The inline JSON of one cell's kernel page: cell, hardware, sources with their open commands, the cell's
+    kernel_join rows, and its ncu_kernels.json text as imported (`doc`: null when the cell has none)."""
+    sources = [{**s, "open": open_commands(s)} for s in cd.sources]
+    join = data.join_by_cell.get(cd.id, [])
+    head = json.dumps({"cell": cd.id, "hardware": data.campaign.hardware, "sources": sources, "join": join},
+                      ensure_ascii=False, default=str, separators=(",", ":"))
+    return _inline_json(head[:-1] + ',"doc":' + (cd.kernels_json or "null") + "}")
+
+
+def kernel_pages(data: CampaignData) -> list[Page]:
+    """One kernel page per cell (kernel-<cell>.html); it lists the cell's kernels when opened without a '#'."""
+    pages = []
+    for cd in data.cells:
+        page = Page(f"kernel-{cd.id}.html", TEMPLATE, f"Kernels of cell {cd.id}")
+        # no '<' in it (_inline_json): nothing in it can end the script element it sits in
+        page.context.update(cell_id=cd.id, kernel_json=Markup(kernel_data(data, cd)), script=SCRIPT)  # noqa: S704
+        pages.append(page)
+    return pages

@@ -1,0 +1,225 @@
+// Draws kernel-<cell>.html: the kernel row named after the '#' (kernel-prefill.html#k003), or the cell's kernel
+// list without one. The data is the page's #kernel-data block; PERFREPORT_FIELDS (written above this code) gives
+// each derived number's unit, formula and the ncu metrics it read. Every text goes in through textContent:
+// kernel names and rule messages are data, never markup.
+(function () {
+  "use strict";
+  var FIELDS = PERFREPORT_FIELDS;
+  var data = JSON.parse(document.getElementById("kernel-data").textContent);
+  var root = document.getElementById("kernel");
+  var kernels = (data.doc && data.doc.kernels) || [];
+  var DASH = "\u2014";
+
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function isNum(v) { return typeof v === "number" && isFinite(v); }
+  function num(v) {
+    if (!isNum(v)) return v === null || v === undefined ? DASH : String(v);
+    if (v === 0) return "0";
+    if (Math.abs(v) >= 1e4) return Math.round(v).toLocaleString("en-US");
+    return String(Number(v.toPrecision(4)));
+  }
+  function us(ns) { return isNum(ns) ? num(ns / 1e3) + " \u00b5s" : DASH; }
+  function link(href, text) { var a = el("a", text); a.href = href; return a; }
+  function label(k) { return k.id + " " + k["function"] + (k.instance ? " #" + k.instance : ""); }
+  function section(title, id) {
+    var s = el("section");
+    s.id = id;
+    s.appendChild(el("h2", title));
+    root.appendChild(s);
+    return s;
+  }
+  // rows: arrays of cells (text, number or a DOM node); numeric: indexes right-aligned; wrap: indexes that wrap
+  function table(id, headers, rows, numeric, wrap) {
+    var box = el("div", null, "scroll");
+    var t = el("table");
+    t.id = id;
+    var tr = el("tr");
+    headers.forEach(function (h) { tr.appendChild(el("th", h)); });
+    var head = el("thead");
+    head.appendChild(tr);
+    t.appendChild(head);
+    var body = el("tbody");
+    rows.forEach(function (r) {
+      var row = el("tr");
+      r.forEach(function (c, i) {
+        var td = el("td");
+        if (c instanceof Node) td.appendChild(c);
+        else td.textContent = c === null || c === undefined || c === "" ? DASH : String(c);
+        if ((numeric || []).indexOf(i) >= 0) td.style.textAlign = "right";
+        if ((wrap || []).indexOf(i) >= 0) td.className = "wrap";
+        row.appendChild(td);
+      });
+      body.appendChild(row);
+    });
+    t.appendChild(body);
+    box.appendChild(t);
+    return box;
+  }
+
+  function list(missing) {
+    if (missing) root.appendChild(el("p", "No kernel row " + missing + " in cell " + data.cell + ".", "missing"));
+    if (!kernels.length) {
+      root.appendChild(el("p", "Cell " + data.cell + " has no ncu kernel rows: import a capture with " +
+                               "`perftunereport import_ncu`, then render again.", "missing"));
+      return;
+    }
+    var s = section("Kernel rows of cell " + data.cell, "kernel-list");
+    s.appendChild(table("kernel-list-table", ["kernel", "family", "launches", "duration", "bound", "demangled name"],
+      kernels.map(function (k) {
+        return [link("#" + encodeURIComponent(k.id), label(k)), k.family, k.launches, us(k.duration_ns), k.bound,
+                k.name];
+      }), [2, 3], [5]));
+  }
+
+  function identity(k) {
+    var s = section("What this row is", "identity");
+    var src = null;
+    data.sources.forEach(function (x) { if (x.source === k.source) src = x; });
+    var rows = [
+      ["demangled name", k.name], ["function", k["function"]], ["mangled name", k.mangled], ["family", k.family],
+      ["source", k.source + (src ? " (" + src.format + (src.section_set ? ", --set " + src.section_set : "") +
+                                   ", " + (src.gpu || "GPU not recorded") + ")" : "")],
+      ["grid x block", k.grid_size + " x " + k.block_size],
+      ["launches", k.launches + " (ncu launch ids " + k.launch_ids.join(", ") + ")"],
+      ["instance", k.instance ? "#" + k.instance + ": launches of this name, grid and block that did different " +
+                   "work are separate rows, numbered by first launch" : "all launches of this name, grid and " +
+                   "block did the same work"],
+      ["bound", k.bound + ": " + k.bound_reason],
+      ["ceilings", "%SoL against " + (k.sol_ceiling_key || DASH) + "; % of achievable against " +
+                   (k.achievable_key || "no measured ceiling on this hardware")]
+    ];
+    s.appendChild(table("identity-table", ["", ""], rows, [], [1]));
+    var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
+    if (joined.length) {
+      s.appendChild(el("h3", "Time share and Amdahl bound (kernel_join)"));
+      s.appendChild(table("join-table", ["kernel", "time share", "share split by", "total ms", "time source",
+                                         "instances", "executed / useful FLOPs", "Amdahl bound", "bound against"],
+        joined.map(function (r) {
+          return [r.label, isNum(r.time_share_pct) ? num(r.time_share_pct) + "%" : DASH, r.share_split,
+                  num(r.total_ms), r.time_source, num(r.instances), num(r.executed_per_useful),
+                  isNum(r.amdahl_bound_pct) ? num(r.amdahl_bound_pct) + "%" : DASH, r.amdahl_basis];
+        }), [1, 3, 5, 6, 7], [8]));
+    } else {
+      s.appendChild(el("p", "No time share for this row: import a timeline of the cell (import_nsys or " +
+                            "import_torch_trace) to get its share and Amdahl bound.", "note"));
+    }
+    return src;
+  }
+
+  function open(k, src) {
+    var s = section("Open the source report at this launch (Nsight Compute)", "open");
+    var launch = String(k.launch_ids[0]);
+    s.appendChild(el("p", "From the campaign folder; launch " + launch + " is the row's first launch (ncu's ID " +
+                          "column).", "note"));
+    var lines = src ? src.open : [k.source + ": source not listed in this cell's ncu_sources"];
+    lines.forEach(function (line) {
+      var pre = el("pre");
+      pre.appendChild(el("code", line.split("{launch}").join(launch)));
+      s.appendChild(pre);
+    });
+  }
+
+  function derived(k) {
+    var s = section("Derived numbers: value, formula and the ncu metrics read", "derived");
+    var stats = k.stats || {};
+    var rows = [];
+    FIELDS.forEach(function (f) {
+      var v = k[f.field];
+      var metrics = f.metrics.join("\n");
+      if (v !== null && typeof v === "object") {
+        Object.keys(v).sort().forEach(function (sub) {
+          rows.push([f.field + "." + sub, num(v[sub]), DASH, f.unit, f.formula, metrics]);
+        });
+        if (!Object.keys(v).length) rows.push([f.field, DASH, DASH, f.unit, f.formula, metrics]);
+        return;
+      }
+      var st = stats[f.field];
+      var range = st && st.n > 1 ? num(st.min) + " \u2013 " + num(st.max) + " (" + st.n + " launches)" : DASH;
+      rows.push([f.field, v === null || v === undefined ? "not captured" : num(v), range, f.unit, f.formula,
+                 metrics]);
+    });
+    s.appendChild(el("p", "Means over the row's launches; null counters stay \u201cnot captured\u201d (never 0). " +
+                          "Metric names are those of the metric catalog (perfreport/ncu/catalog/metrics.yaml).",
+                     "note"));
+    s.appendChild(table("derived-table", ["field", "value", "min \u2013 max", "unit", "formula", "ncu metrics"],
+                        rows, [1], [4, 5]));
+  }
+
+  function stalls(k) {
+    var s = section("Warp stalls: cycles per issued instruction and share", "stalls");
+    var cycles = k.warp_stall_cycles || {};
+    var share = k.warp_stalls_pct || {};
+    var reasons = Object.keys(Object.assign({}, cycles, share));
+    if (!reasons.length) {
+      s.appendChild(el("p", "Not captured: warp states need the WarpStateStats section (--set full).", "missing"));
+      return;
+    }
+    reasons.sort(function (a, b) { return (cycles[b] || share[b] || 0) - (cycles[a] || share[a] || 0); });
+    s.appendChild(el("p", "Cycles a warp spends stalled on each reason per instruction it issues (ncu's Warp " +
+                          "State Statistics); they add up to the " + num(k.warp_cycles_per_issued_inst) +
+                          " cycles between two issued instructions.", "note"));
+    s.appendChild(table("stalls-table", ["reason", "cycles per issued instruction", "share"],
+      reasons.map(function (r) {
+        return [r, num(cycles[r]), isNum(share[r]) ? share[r].toFixed(1) + "%" : DASH];
+      }), [1, 2]));
+  }
+
+  function rules(k) {
+    var s = section("ncu rule results (guided analysis)", "rules");
+    if (k.rules === null || k.rules === undefined) {
+      s.appendChild(el("p", "The source holds no rule results (an ncu --page raw export has none): import the " +
+                            ".ncu-rep or a --page details export to see them.", "missing"));
+      return;
+    }
+    if (!k.rules.length) {
+      s.appendChild(el("p", "ncu reported no rule result for this launch.", "note"));
+      return;
+    }
+    s.appendChild(el("p", "Of launch " + k.rules[0].launch_id + " (the row's first). Estimated speedup: ncu's " +
+                          "estimate of the kernel time saved if the issue were fixed, global (the whole kernel) or " +
+                          "local (the part the rule looks at).", "note"));
+    s.appendChild(table("rules-table", ["type", "section", "rule", "estimated speedup", "message"],
+      k.rules.map(function (r) {
+        return [r.type, r.section, r.rule, isNum(r.speedup_pct) ? num(r.speedup_pct) + "% (" + r.speedup_type + ")"
+                : DASH, r.message];
+      }), [3], [4]));
+  }
+
+  function launches(k) {
+    var s = section("Launches this row stands for", "launches");
+    var per = k.per_launch && k.per_launch.length ? k.per_launch : [k];
+    s.appendChild(table("launches-table", ["launch id", "grid", "block", "duration", "tensor + CUDA-core FLOPs",
+                                           "DRAM bytes", "SM %peak"],
+      per.map(function (r, i) {
+        return [r.launch_id !== undefined ? r.launch_id : k.launch_ids[i], k.grid_size, k.block_size,
+                us(r.duration_ns), num(r.flops ? r.flops.total : null), num(r.dram_bytes),
+                isNum(r.sm_throughput_pct) ? r.sm_throughput_pct.toFixed(1) + "%" : DASH];
+      }), [0, 3, 4, 5, 6]));
+  }
+
+  function draw() {
+    root.textContent = "";
+    var id = decodeURIComponent(location.hash.slice(1));
+    var k = null;
+    kernels.forEach(function (x) { if (x.id === id) k = x; });
+    if (!k) { list(id); return; }
+    var back = el("p");
+    back.appendChild(link("#", "all kernel rows of cell " + data.cell));
+    root.appendChild(back);
+    root.appendChild(el("h2", label(k), "kernel-title"));
+    var src = identity(k);
+    open(k, src);
+    derived(k);
+    stalls(k);
+    rules(k);
+    launches(k);
+    document.title = label(k) + " \u00b7 " + data.cell + " \u00b7 perftunereport";
+  }
+  window.addEventListener("hashchange", draw);
+  draw();
+})();
