@@ -1,4 +1,5 @@
-"""Known-shape oracle kernels captured on the H200 (tests/data/h200_oracle): the counters must match physics."""
+"""Known-shape oracle kernels captured on the H200 and the H100 (tests/data/{h200,h100}_oracle, the same ops by
+device/h200_oracle/oracle.py): on both chips the counters must match physics."""
 
 from __future__ import annotations
 
@@ -13,38 +14,48 @@ from perfreport.ncu.aggregate import summarize_capture
 from perfreport.ncu.derive import DeriveContext
 from perfreport.ncu.rep.reader import read_rep
 
-DATA = Path(__file__).parent / "data" / "h200_oracle"
+TESTS = Path(__file__).parent
+# gpu -> (captures, hardware key, the GPU name ncu records)
+GPUS = {"h200": (TESTS / "data" / "h200_oracle", "h200_sm90", "NVIDIA H200"),
+        "h100": (TESTS / "data" / "h100_oracle", "h100_sm90", "NVIDIA H100 80GB HBM3")}
 
 
-def _manifest() -> list[dict[str, Any]]:
-    ops = json.loads((DATA / "oracle_manifest.json").read_text())
+def _manifest(data: Path) -> list[dict[str, Any]]:
+    ops = json.loads((data / "oracle_manifest.json").read_text())
     # dst.copy_(src) of equal dtypes is a cudaMemcpyAsync, not a kernel: ncu profiles nothing for it.
     return [op for op in ops if op["op"] != "copy_fp32_256M"]
 
 
-def _kernels(name: str) -> dict[str, dict[str, Any]]:
-    ctx = DeriveContext(load_ceilings(), "h200_sm90")
-    capture = read_rep(DATA / name)
+def _kernels(gpu: str, name: str) -> dict[str, dict[str, Any]]:
+    data, hw, _ = GPUS[gpu]
+    ctx = DeriveContext(load_ceilings(), hw)
+    capture = read_rep(data / name)
     entries = summarize_capture(capture, ctx, name)
-    ops = _manifest()
+    ops = _manifest(data)
     assert len(entries) == len(ops)
-    return {op["op"]: {**k, "expected": op} for op, k in zip(ops, entries, strict=True)}
+    return {op["op"]: {**k, "expected": op, "hw": hw} for op, k in zip(ops, entries, strict=True)}
+
+
+@pytest.fixture(scope="module", params=sorted(GPUS))
+def gpu(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def full() -> dict[str, dict[str, Any]]:
-    return _kernels("oracle_full.ncu-rep.gz")
+def full(gpu: str) -> dict[str, dict[str, Any]]:
+    return _kernels(gpu, "oracle_full.ncu-rep.gz")
 
 
 @pytest.fixture(scope="module")
-def basic() -> dict[str, dict[str, Any]]:
-    return _kernels("oracle_basic.ncu-rep.gz")
+def basic(gpu: str) -> dict[str, dict[str, Any]]:
+    return _kernels(gpu, "oracle_basic.ncu-rep.gz")
 
 
-def test_oracle_report_names_its_ncu_gpu_set_and_six_kernels() -> None:
-    cap = read_rep(DATA / "oracle_full.ncu-rep.gz")
+def test_oracle_report_names_its_ncu_gpu_set_and_six_kernels(gpu: str) -> None:
+    data, _, name = GPUS[gpu]
+    cap = read_rep(data / "oracle_full.ncu-rep.gz")
     assert cap.ncu_version == "2025.3.1.0"
-    assert cap.gpu == "NVIDIA H200"
+    assert cap.gpu == name
     assert cap.section_set == "full"
     assert cap.command_line is not None and "--set full" in cap.command_line
     assert len(cap.sha256) == 64
@@ -99,17 +110,18 @@ def test_decode_gemm_streams_its_weights(full: dict[str, Any]) -> None:
     assert k["dram_bytes"] / k["expected"]["min_bytes"] == pytest.approx(1.0, abs=0.03)
     assert k["bound"] == "memory"
     # left of the ridge the binding roof is DRAM: %SoL is against hbm_tbps; the family's tensor ceiling is kept
-    assert k["sol_ceiling_key"] == "h200_sm90.hbm_tbps"
-    assert k["sol_pct"] == pytest.approx(100 * k["achieved_dram_tbps"] / load_ceilings().value("h200_sm90.hbm_tbps"))
+    hw = k["hw"]
+    assert k["sol_ceiling_key"] == f"{hw}.hbm_tbps"
+    assert k["sol_pct"] == pytest.approx(100 * k["achieved_dram_tbps"] / load_ceilings().value(f"{hw}.hbm_tbps"))
     assert k["sol_pct"] > 70
-    assert k["family_ceiling_key"] == "h200_sm90.bf16_dense_tflops" and k["family_sol_pct"] < 10
+    assert k["family_ceiling_key"] == f"{hw}.bf16_dense_tflops" and k["family_sol_pct"] < 10
 
 
 def test_fp8_gemm_is_judged_against_the_fp8_ceiling(full: dict[str, Any]) -> None:
     k = full["gemm_fp8_8192"]
     assert k["tensor_dtype"] == "fp8"
-    assert k["sol_ceiling_key"] == "h200_sm90.fp8_dense_tflops"
-    peak = load_ceilings().value("h200_sm90.fp8_dense_tflops")
+    assert k["sol_ceiling_key"] == f"{k['hw']}.fp8_dense_tflops"
+    peak = load_ceilings().value(f"{k['hw']}.fp8_dense_tflops")
     assert k["sol_pct"] == pytest.approx(100 * k["achieved_tflops"] / peak)
     assert k["bound"] == "compute"
 
@@ -131,7 +143,7 @@ def test_triton_kernel_is_a_memory_bound_norm(full: dict[str, Any]) -> None:
     k = full["triton_rmsnorm_8192x4096"]
     assert k["family"] == "norm"
     assert k["flops"]["tensor"] == 0.0 and k["flops"]["fp32"] > 0
-    assert k["sol_ceiling_key"] == "h200_sm90.hbm_tbps"
+    assert k["sol_ceiling_key"] == f"{k['hw']}.hbm_tbps"
     assert k["bound"] == "memory"
     # ncu reports 0% branch efficiency with 0 divergent branches: that is no divergence, not full divergence
     assert k["branch_efficiency_pct"] == 0.0 and k["branch_divergence_pct"] == 0.0
@@ -156,3 +168,16 @@ def test_basic_and_full_agree_on_what_both_capture(full: dict[str, Any], basic: 
         assert f["block_limit_factor"] == b["block_limit_factor"]
         # separate runs: durations agree to within run-to-run noise
         assert b["duration_ns"] == pytest.approx(f["duration_ns"], rel=0.15)
+
+
+def test_the_two_hopper_boards_count_the_same_work() -> None:
+    """Same ops, same kernels, same SM count: tensor FLOPs equal exactly and streamed bytes within 3%; only the
+    time (and so the rates) differs with the memory (H200 4.8 vs H100 3.35 TB/s datasheet)."""
+    h200, h100 = _kernels("h200", "oracle_full.ncu-rep.gz"), _kernels("h100", "oracle_full.ncu-rep.gz")
+    for op in h200:
+        a, b = h200[op], h100[op]
+        assert a["function"] == b["function"], op
+        assert a["flops"]["tensor"] == b["flops"]["tensor"], op
+        if op in ("add_fp32_256M", "gemm_bf16_decode_m16"):
+            assert b["dram_bytes"] == pytest.approx(a["dram_bytes"], rel=0.03), op
+            assert b["duration_ns"] > 1.2 * a["duration_ns"], op  # streaming: the H100's HBM is slower
