@@ -97,13 +97,14 @@
     var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
     if (joined.length) {
       s.appendChild(el("h3", "Time share and Amdahl bound (kernel_join)"));
-      s.appendChild(table("join-table", ["kernel", "time share", "share split by", "total ms", "time source",
-                                         "instances", "executed / useful FLOPs", "Amdahl bound", "bound against"],
+      s.appendChild(table("join-table", ["kernel", "time share", "share split by", "launched by", "input shapes",
+                                         "total ms", "time source", "instances", "executed / useful FLOPs",
+                                         "Amdahl bound", "bound against"],
         joined.map(function (r) {
-          return [r.label, isNum(r.time_share_pct) ? num(r.time_share_pct) + "%" : DASH, r.share_split,
-                  num(r.total_ms), r.time_source, num(r.instances), num(r.executed_per_useful),
+          return [r.label, isNum(r.time_share_pct) ? num(r.time_share_pct) + "%" : DASH, r.share_split, r.op,
+                  r.shapes, num(r.total_ms), r.time_source, num(r.instances), num(r.executed_per_useful),
                   isNum(r.amdahl_bound_pct) ? num(r.amdahl_bound_pct) + "%" : DASH, r.amdahl_basis];
-        }), [1, 3, 5, 6, 7], [8]));
+        }), [1, 5, 7, 8, 9], [4, 10]));
     } else {
       s.appendChild(el("p", "No time share for this row: import a timeline of the cell (import_nsys or " +
                             "import_torch_trace) to get its share and Amdahl bound.", "note"));

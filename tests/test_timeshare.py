@@ -123,6 +123,49 @@ def test_cli_import_torch_trace_real_values(campaign: Path) -> None:
     assert (by_fn[SDPA]["instances"], by_fn[SDPA]["total_ns"]) == (8, 1267809)
     elementwise = [k for k in rows if k["function"] == "vectorized_elementwise_kernel"]
     assert [k["instances"] for k in elementwise] == [8, 16, 4]  # silu, add, weight scaling
+    # recorded without shapes: one row per kernel name, the launching op unknown (no op, shapes, useful_flops)
+    assert len({k["name"] for k in rows}) == len(rows)
+    assert not any({"op", "shapes", "useful_flops"} & set(k) for k in rows)
+
+
+SHAPES = DATA / "torch" / "shapes"  # the example decoder layer traced with record_shapes=True (README there)
+
+
+def test_a_trace_with_shapes_splits_a_kernel_name_by_its_launching_op_and_shapes(campaign: Path) -> None:
+    import_torch_trace(campaign, "c1", SHAPES / "prefill_shapes_torch_trace.json.gz")
+    rows = _cell_file(campaign)["kernels"]
+    assert len(rows) == 9 and all(k["op"] and k["shapes"] for k in rows)
+    assert sum(k["share_pct"] for k in rows) == pytest.approx(100.0, abs=1e-3)
+    # one persistent GEMM kernel, two ops: the o-proj (K 4096) and w2 (K 14336), each with its own time and FLOPs
+    nvjet = [(k["op"], k["shapes"], k["instances"], k["total_ns"], k["min_ns"], k["max_ns"], k["useful_flops"],
+              k["share_pct"]) for k in rows if k["name"] == NVJET_256]
+    assert nvjet == [
+        ("aten::mm", "[8192, 14336] x [14336, 4096]", 5, 5947964, 1185177, 1196376, [2 * 8192 * 14336 * 4096], 21.3114),
+        ("aten::mm", "[8192, 4096] x [4096, 4096]", 5, 1689686, 337022, 339870, [2 * 8192 * 4096 * 4096], 6.0541)]
+    # launches of one op and shapes stay one row (w1 and w3; the two residual adds), scalars left out of the shapes
+    by_op = {(k["function"], k["op"]): k for k in rows}
+    w13 = by_op[("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", "aten::mm")]
+    assert (w13["shapes"], w13["instances"], w13["useful_flops"]) == (
+        "[8192, 4096] x [4096, 14336]", 10, [2 * 8192 * 4096 * 14336])
+    add = by_op[("vectorized_elementwise_kernel", "aten::add")]
+    assert (add["shapes"], add["instances"], "useful_flops" in add) == ("[8192, 4096] x [8192, 4096]", 10, False)
+    sdpa = by_op[(SDPA, "aten::_cudnn_attention_forward")]
+    assert sdpa["shapes"] == "[8, 32, 1024, 128] x [8, 32, 1024, 128] x [8, 32, 1024, 128]"
+    assert sdpa["useful_flops"] == [4 * 8 * 32 * (1024 * 1025 / 2) * 128]  # causal: the pairs under the diagonal
+
+
+def test_a_split_k_reduce_kernel_names_its_op_but_not_its_flops(campaign: Path) -> None:
+    import_torch_trace(campaign, "c1", SHAPES / "decode_shapes_torch_trace.json.gz")
+    rows = _cell_file(campaign)["kernels"]
+    reduce = [(k["op"], k["shapes"], k["instances"], k["total_ns"], k.get("useful_flops")) for k in rows
+              if k["function"] == "splitKreduce_kernel"]
+    # the o-proj's and w2's reduce: the op's FLOPs went to its first kernel, the split-K GEMM, not to these
+    assert reduce == [("aten::mm", "[16, 4096] x [4096, 4096]", 5, 9376, None),
+                      ("aten::mm", "[16, 14336] x [14336, 4096]", 5, 8607, None)]
+    qkv_w13 = [(k["shapes"], k["instances"], k["useful_flops"]) for k in rows
+               if k["function"] == "nvjet_sm90_tst_128x16_64x11_4x1_v_bz_NNT"]
+    assert qkv_w13 == [("[16, 4096] x [4096, 14336]", 10, [2 * 16 * 4096 * 14336]),
+                       ("[16, 4096] x [4096, 12288]", 5, [2 * 16 * 4096 * 12288])]
 
 
 def test_plain_json_trace_equals_gzip(campaign: Path, tmp_path: Path) -> None:

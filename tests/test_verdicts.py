@@ -73,24 +73,32 @@ def test_page_1_page_7_value_view_and_the_warehouse_name_the_same_next_lever(exa
 
 
 SHAPES = Path(__file__).parent / "data" / "torch" / "shapes"
+PREFILL_GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"  # one grid for the o-proj and the w2 GEMM
 
 
-def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(example_campaign: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def shapes_campaign(example_campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example campaign with each cell's trace recorded with shapes imported beside its own trace."""
     import shutil
 
     from perfreport.timeshare import import_torch_trace
 
-    camp = tmp_path / "camp"
+    camp = tmp_path_factory.mktemp("shapes") / "camp"
     shutil.copytree(example_campaign, camp)
-    con = open_campaign(camp)
+    for cell, trace in (("decode-b16-kv2048", "decode"), ("prefill-b8-s1024", "prefill")):
+        import_torch_trace(camp, cell, SHAPES / f"{trace}_shapes_torch_trace.json.gz")
+    return camp
+
+
+def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(example_campaign: Path,
+                                                                   shapes_campaign: Path) -> None:
+    con = open_campaign(example_campaign)
     try:  # the campaign's own traces were recorded without shapes: useful FLOPs unknown, never 1
         counts = con.execute("SELECT count(useful_flops), count(executed_per_useful) FROM kernel_join").fetchone()
         assert counts == (0, 0)
     finally:
         con.close()
-    for cell, trace in (("decode-b16-kv2048", "decode"), ("prefill-b8-s1024", "prefill")):
-        import_torch_trace(camp, cell, SHAPES / f"{trace}_shapes_torch_trace.json.gz")
-    con = open_campaign(camp)
+    con = open_campaign(shapes_campaign)
     try:
         found = con.execute("SELECT cell_id, family, part, ncu_flops, useful_flops, executed_per_useful "
                             "FROM kernel_join WHERE useful_flops IS NOT NULL").fetchall()
@@ -109,6 +117,37 @@ def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(example_campai
     assert parts == [2 * 8192 * 4096 * 4096, 2 * 8192 * 4096 * 14336]
 
 
+def test_each_split_gemm_row_names_its_op_and_takes_its_time_share(shapes_campaign: Path) -> None:
+    con = open_campaign(shapes_campaign)
+    try:
+        rows = con.execute("SELECT cell_id, label, time_source_id, share_split, op, shapes, instances, time_share_pct "
+                           "FROM kernel_join WHERE part IS NOT NULL ORDER BY cell_id, label").fetchall()
+        totals = con.execute("SELECT cell_id, sum(time_share_pct) FROM kernel_join GROUP BY ALL ORDER BY 1").fetchall()
+    finally:
+        con.close()
+    by_label = {(r[0], r[1]): r[2:] for r in rows}
+    decode, prefill = ("decode-b16-kv2048", "decode_shapes_torch_trace.json.gz"), (
+        "prefill-b8-s1024", "prefill_shapes_torch_trace.json.gz")
+    gemm, reduce = "nvjet_sm90_tst_128x16_64x11_4x1_v_bz_NNT", "splitKreduce_kernel"
+    # the trace with op/shape rows is the cell's time source (before the campaign's own trace, recorded without);
+    # decode's qkv and w1/w3 GEMMs (two grids of one kernel) and prefill's o-proj and w2 (one grid) meet their ops
+    assert {k: v for k, v in by_label.items() if v[1] == "op shapes"} == {
+        (decode[0], f"{gemm} #1"): (decode[1], "op shapes", "aten::mm", "[16, 4096] x [4096, 12288]", 5, 10.2239),
+        (decode[0], f"{gemm} #2"): (decode[1], "op shapes", "aten::mm", "[16, 4096] x [4096, 14336]", 10, 21.8048),
+        (prefill[0], f"{PREFILL_GEMM} #1"): (prefill[1], "op shapes", "aten::mm", "[8192, 4096] x [4096, 4096]", 5,
+                                              6.0541),
+        (prefill[0], f"{PREFILL_GEMM} #2"): (prefill[1], "op shapes", "aten::mm", "[8192, 14336] x [14336, 4096]", 5,
+                                              21.3114)}
+    # the split-K reduce kernels did none of their op's FLOPs: no useful FLOPs to pair on, so their key's share
+    # (0.6794 + 0.6237 %) is split by ncu time and each part names both op instances it may stand for
+    parts = [by_label[(decode[0], f"{reduce} #{i}")] for i in (1, 2)]
+    assert [p[1:5] for p in parts] == [
+        ("ncu time", "aten::mm", "[16, 4096] x [4096, 4096]; [16, 14336] x [14336, 4096]", 10)] * 2
+    assert sum(p[5] for p in parts) == pytest.approx(0.6794 + 0.6237)
+    assert totals == [(decode[0], pytest.approx(100.0, abs=1e-3)), (prefill[0], pytest.approx(100.0, abs=1e-3))]
+
+
+
 def test_useful_flops_of_each_op_from_its_shapes() -> None:
     from perfreport.timeshare.useful_flops import op_flops
 
@@ -121,3 +160,11 @@ def test_useful_flops_of_each_op_from_its_shapes() -> None:
     causal = op_flops(flash, [[2, 8, 4, 64], [2, 8, 4, 64], [2, 8, 4, 64]], ["", "", "", "True"])
     assert full == 4 * 2 * 8 * 4 * 4 * 64 and causal == 4 * 2 * 8 * (1 + 2 + 3 + 4) * 64
     assert op_flops("aten::add", [[16, 4096], [16, 4096], []], []) is None
+
+
+def test_an_ops_shapes_text_lists_its_tensors_only() -> None:
+    from perfreport.timeshare.useful_flops import NO_TENSORS, shapes_text
+
+    assert shapes_text([[16, 4096], [16, 4096], []]) == "[16, 4096] x [16, 4096]"  # aten::add's alpha left out
+    assert shapes_text([[[2, 3], [2, 3]], [], None]) == "[[2, 3], [2, 3]]"  # a tensor list stays one entry
+    assert shapes_text([[], None]) == NO_TENSORS == "no tensor inputs"

@@ -326,26 +326,33 @@ def test_cli_query_error_is_clean(campaign: Path) -> None:
     assert "kernel_join (view)" in result.output
 
 
-def test_torch_trace_import_joins_with_ncu(campaign: Path, tmp_path: Path) -> None:
+def _prefill_with(campaign: Path, camp: Path, trace: Path) -> list[dict[str, Any]]:
+    """A campaign in camp holding the prefill cell's ncu rows and `trace` imported; its kernel_times rows."""
     from perfreport.timeshare import import_torch_trace
 
-    trace = TESTS / "data" / "torch" / "workload_torch_trace.json.gz"
-    (tmp_path / "config.yaml").write_text(CONFIG)
-    cell = tmp_path / "cells" / "prefill"
+    (camp / "config.yaml").write_text(CONFIG)
+    cell = camp / "cells" / "prefill"
     cell.mkdir(parents=True)
     (cell / "ncu_kernels.json").write_bytes((campaign / "cells" / "prefill" / "ncu_kernels.json").read_bytes())
-    import_torch_trace(tmp_path, "prefill", trace)
-    times = json.loads((cell / "kernel_times.json").read_text())["kernels"]
+    import_torch_trace(camp, "prefill", trace)
+    rows: list[dict[str, Any]] = json.loads((cell / "kernel_times.json").read_text())["kernels"]
+    return rows
+
+
+def test_torch_trace_import_joins_with_ncu(campaign: Path, tmp_path: Path) -> None:
+    times = _prefill_with(campaign, tmp_path, TESTS / "data" / "torch" / "workload_torch_trace.json.gz")
     con = open_campaign(tmp_path)
     gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
     (t,) = [t for t in times if t["function"] == gemm]
-    # ncu splits the GEMM into its o-proj and w2 launches: the trace's share is split by their ncu time
+    # ncu splits the GEMM into its o-proj and w2 launches; a trace without shapes cannot tell them apart, so the
+    # trace's share is split by their ncu time
     parts = _rows(con, "SELECT * FROM kernel_join WHERE cell_id = 'prefill' AND kernel = ? ORDER BY part", gemm)
     ks = [k for k in json.loads((campaign / "cells" / "prefill" / "ncu_kernels.json").read_text())["kernels"]
           if k["function"] == gemm]
     ncu_ns = [k["launches"] * k["duration_ns"] for k in ks]
-    assert [(r["part"], r["matched_sources"], r["time_source"], r["share_split"]) for r in parts] == [
-        (1, "ncu,times", "torch", "ncu time"), (2, "ncu,times", "torch", "ncu time")]
+    assert [(r["part"], r["matched_sources"], r["time_source"], r["share_split"], r["op"], r["shapes"])
+            for r in parts] == [(1, "ncu,times", "torch", "ncu time", None, None),
+                                (2, "ncu,times", "torch", "ncu time", None, None)]
     assert sum(r["time_share_pct"] for r in parts) == pytest.approx(t["share_pct"])
     for r, k, ns in zip(parts, ks, ncu_ns, strict=True):
         assert r["time_share_pct"] == pytest.approx(t["share_pct"] * ns / sum(ncu_ns))
@@ -368,3 +375,69 @@ def test_torch_trace_import_joins_with_ncu(campaign: Path, tmp_path: Path) -> No
         (RANDN_FN, "ncu", "times"), ("vectorized_elementwise_kernel", "ncu", "times"),
         ("vectorized_elementwise_kernel", "times", "ncu")]
     assert con.execute("SELECT round(sum(time_share_pct), 2) FROM kernel_join").fetchone() == (100.0,)
+
+
+SHAPES = TESTS / "data" / "torch" / "shapes"
+PREFILL_GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"  # one grid for the o-proj and the w2 GEMM
+
+
+def test_op_shapes_give_each_ncu_part_its_own_time_share(campaign: Path, tmp_path: Path) -> None:
+    times = _prefill_with(campaign, tmp_path, SHAPES / "prefill_shapes_torch_trace.json.gz")
+    rows = {t["shapes"]: t for t in times if t["function"] == PREFILL_GEMM}
+    oproj, w2 = rows["[8192, 4096] x [4096, 4096]"], rows["[8192, 14336] x [14336, 4096]"]
+    con = open_campaign(tmp_path)
+    parts = _rows(con, "SELECT * FROM kernel_join WHERE cell_id = 'prefill' AND kernel = ? ORDER BY part",
+                  PREFILL_GEMM)
+    # ncu part 1 executed the o-proj's 2 x 8192 x 4096 x 4096 FLOPs per launch, part 2 w2's (K 14336): each takes
+    # the time row of its op and shapes, exactly
+    assert [(r["label"], r["share_split"], r["op"], r["shapes"], r["useful_flops"], r["executed_per_useful"])
+            for r in parts] == [
+        (f"{PREFILL_GEMM} #1", "op shapes", "aten::mm", oproj["shapes"], 2 * 8192 * 4096 * 4096, 1.0),
+        (f"{PREFILL_GEMM} #2", "op shapes", "aten::mm", w2["shapes"], 2 * 8192 * 14336 * 4096, 1.0)]
+    assert [(r["time_share_pct"], r["total_ms"], r["instances"]) for r in parts] == [
+        (6.0541, 1689686 / 1e6, 5), (21.3114, 5947964 / 1e6, 5)]
+    assert [(t["share_pct"], t["total_ns"], t["instances"]) for t in (oproj, w2)] == [
+        (6.0541, 1689686, 5), (21.3114, 5947964, 5)]
+    # the pairing agrees with the durations nobody matched on: ncu's 342 us and 1,191 us per launch against the
+    # trace's 338 us and 1,190 us
+    assert [r["ncu_duration_ns"] for r in parts] == [342144.0, 1190944.0]
+    for r, t in zip(parts, (oproj, w2), strict=True):
+        assert t["avg_ns"] == pytest.approx(r["ncu_duration_ns"], rel=0.02)
+    # by ncu time the o-proj would have had 27.3655 x 342,144 / 1,533,088 = 6.1072 %; the split key keeps its share
+    ncu_time = 27.3655 * 342144 / (342144 + 1190944)
+    assert ncu_time == pytest.approx(6.1072, abs=1e-4) and parts[0]["time_share_pct"] != pytest.approx(ncu_time)
+    assert sum(r["time_share_pct"] for r in parts) == pytest.approx(oproj["share_pct"] + w2["share_pct"])
+    assert con.execute("SELECT round(sum(time_share_pct), 2) FROM kernel_join").fetchone() == (100.0,)
+    # a key ncu did not split shows the op and shapes of the time row it stands for
+    w13 = _join(con, "prefill", "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT")
+    assert (w13["op"], w13["shapes"], w13["instances"], w13["share_split"]) == (
+        "aten::mm", "[8192, 4096] x [4096, 14336]", 10, None)
+
+
+def test_op_shapes_fall_back_to_ncu_time_unless_parts_and_rows_pair_one_to_one(campaign: Path,
+                                                                               tmp_path: Path) -> None:
+    _prefill_with(campaign, tmp_path, SHAPES / "prefill_shapes_torch_trace.json.gz")
+    path = tmp_path / "cells" / "prefill" / "kernel_times.json"
+    data = json.loads(path.read_text())
+    gemm = [t for t in data["kernels"] if t["function"] == PREFILL_GEMM]
+    key_share = sum(t["share_pct"] for t in gemm)
+
+    def split_by() -> list[tuple[Any, ...]]:
+        con = open_campaign(tmp_path)
+        try:
+            got = con.execute("SELECT share_split, time_share_pct, shapes FROM kernel_join WHERE cell_id = 'prefill' "
+                              "AND kernel = ? ORDER BY part", [PREFILL_GEMM]).fetchall()
+            assert sum(r[1] for r in got) == pytest.approx(key_share)
+            return got
+        finally:
+            con.close()
+
+    by_ncu_time = [key_share * 342144 / (342144 + 1190944), key_share * 1190944 / (342144 + 1190944)]
+    both = "[8192, 14336] x [14336, 4096]; [8192, 4096] x [4096, 4096]"  # the rows the part is one of, by time
+    gemm[0]["useful_flops"] = gemm[1]["useful_flops"]  # both parts nearest one row: no one-to-one pairing
+    write_json_atomic(path, data)
+    assert split_by() == [("ncu time", pytest.approx(by_ncu_time[0]), both),
+                          ("ncu time", pytest.approx(by_ncu_time[1]), both)]
+    del gemm[0]["useful_flops"]  # a row's useful FLOPs unknown
+    write_json_atomic(path, data)
+    assert [r[0] for r in split_by()] == ["ncu time", "ncu time"]

@@ -157,15 +157,17 @@ def print_timeshare_summary(result: TimeshareResult, console: Console | None = N
     console.print(_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), soft_wrap=True)
     table = Table()
     times = result.kind == "kernel_times"
+    ops = any(k.get("op") for k in result.kernels)  # a trace recorded with shapes: rows per launching op
     cols = ("kernel", "instances", "total ms", "share %") if times else ("kernel", "samples", "share %")
-    for i, col in enumerate(cols):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
-    rows = sorted(result.kernels, key=lambda k: (-k["share_pct"], k["name"]))
+    for i, col in enumerate(cols + (("launched by",) if ops else ())):
+        table.add_column(col, justify="right" if 0 < i < len(cols) else "left", no_wrap=True)
+    rows = sorted(result.kernels, key=lambda k: (-k["share_pct"], k["name"], k.get("op") or "", k.get("shapes") or ""))
     shared = {k["function"] for k in rows if sum(r["function"] == k["function"] for r in rows) > 1}
     for k in rows:
-        label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 90)
+        label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 60 if ops else 90)
         nums = ([f"{k['instances']:,}", f"{k['total_ns'] / 1e6:,.3f}"] if times else [f"{k['samples']:,}"])
-        table.add_row(label, *nums, f"{k['share_pct']:.2f}")
+        op = [_short(f"{k['op']} {k['shapes']}" if k.get("op") else "—", 56)] if ops else []
+        table.add_row(label, *nums, f"{k['share_pct']:.2f}", *op)
     console.print(table)
     for w in result.warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))

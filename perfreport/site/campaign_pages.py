@@ -46,7 +46,7 @@ MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
 JOIN_COLUMNS = [
     C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
     C("time_share_pct", "time share", "pct"), C("sample_share_pct", "sample share", "pct"),
-    C("share_split", "share split by"),
+    C("share_split", "share split by"), C("op", "launched by"), C("shapes", "input shapes", wrap=True),
     C("total_ms", "total (time source)", "ms"), C("time_source", "time source"), C("instances", "instances", "num"),
     C("ncu_ms", "ncu duration", "ms"), C("ncu_share_pct", "ncu duration share", "pct"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),

@@ -12,7 +12,7 @@ from perfreport.site.page_model import Chart, Column, Page, Table
 from perfreport.site.campaign_pages import INTERNALS_COLUMNS, JOIN_COLUMNS, KERNEL_COLUMNS, kernel_label, top_stall
 
 C = Column
-CELL_JOIN_KEYS = ("label", "share_split", "time_share_pct", "sample_share_pct", "total_ms", "time_source",
+CELL_JOIN_KEYS = ("label", "share_split", "op", "shapes", "time_share_pct", "sample_share_pct", "total_ms", "time_source",
                   "instances", "ncu_ms", "ncu_share_pct", "sol_pct", "pct_of_achievable", "executed_per_useful",
                   "bound", "amdahl_bound_pct", "amdahl_bound_ms", "amdahl_basis", "matched_sources")
 

@@ -26,9 +26,11 @@ _FLOAT = re.compile(_BARE + r"(-?\d+(?:\.\d+)?[eE][+-]?\d+)")
 
 @dataclass
 class Parsed:
-    """One input file read into per-kernel rows (one row per distinct kernel name).
+    """One input file read into per-kernel rows (one row per distinct kernel name, or per kernel name, launching op
+    and shapes for a torch trace recorded with shapes).
 
-    Time rows: name, instances, total_ns, min_ns, max_ns (ints; min/max None when the input lacks them).
+    Time rows: name, instances, total_ns, min_ns, max_ns (ints; min/max None when the input lacks them); a torch
+    trace adds op, shapes (None when unknown) and useful_flops (distinct FLOPs per launch, sorted; None when unknown).
     Sample rows: name, samples, share_pct (None when the input gives no share).
     """
 

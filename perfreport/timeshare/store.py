@@ -29,7 +29,8 @@ def source_record(parsed: Parsed, source: str, digest: str, n_kernels: int) -> d
 
 
 def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:
-    """kernel_times rows; share_pct is 100 * total_ns / (sum of total_ns over this source's kernels)."""
+    """kernel_times rows; share_pct is 100 * total_ns / (sum of total_ns over this source's kernels). `op` and
+    `shapes` (a torch trace recorded with shapes) and `useful_flops` are written only where known."""
     for r in parsed.rows:  # each reader checks its values; sums of many may still pass 64 bits
         big = [k for k in ("instances", "total_ns", "min_ns", "max_ns")
                if r[k] is not None and not 0 <= r[k] < INT64_LIMIT]
@@ -44,9 +45,15 @@ def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:
         "name": r["name"], "function": normalize(r["name"]), "source": source, "instances": r["instances"],
         "total_ns": r["total_ns"], "avg_ns": round(r["total_ns"] / r["instances"], 1), "min_ns": r["min_ns"],
         "max_ns": r["max_ns"], "share_pct": round(100.0 * r["total_ns"] / total, 4),
+        **({"op": r["op"], "shapes": r["shapes"]} if r.get("op") else {}),
         **({"useful_flops": r["useful_flops"]} if r.get("useful_flops") else {}),
     } for r in parsed.rows]
-    return sorted(rows, key=lambda k: (-k["total_ns"], k["name"]))
+    return sorted(rows, key=lambda k: (-k["total_ns"], *_name_key(k)))
+
+
+def _name_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    """A row's name, then its launching op and shapes: rows of one kernel name split by op sort the same each run."""
+    return row["name"], row.get("op") or "", row.get("shapes") or ""
 
 
 def sample_rows(parsed: Parsed, source: str) -> list[dict[str, Any]]:
@@ -71,7 +78,7 @@ def merge(existing: dict[str, Any] | None, header: dict[str, Any], source: dict[
     old_kernels = [k for k in (existing or {}).get("kernels", []) if k["source"] != source["id"]]
     sources = sorted([*old_sources, source], key=lambda s: s["id"])
     order = {s["id"]: i for i, s in enumerate(sources)}
-    rows = sorted([*old_kernels, *kernels], key=lambda k: (order[k["source"]], -k[rank], k["name"]))
+    rows = sorted([*old_kernels, *kernels], key=lambda k: (order[k["source"]], -k[rank], *_name_key(k)))
     return {**header, "schema_version": SCHEMA_VERSION, "sources": sources, "kernels": rows}
 
 

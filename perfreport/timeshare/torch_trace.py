@@ -2,7 +2,9 @@
 
 GPU kernels are the complete events (`"ph": "X"`) with `"cat": "kernel"`; `dur` is in microseconds (Chrome
 trace format), with nanosecond resolution in kineto's decimals. Memsets and memcpys (`gpu_memset`,
-`gpu_memcpy`) are not kernels and are left out of the share.
+`gpu_memcpy`) are not kernels and are left out of the share. A trace recorded with shapes splits a kernel name's
+row by the op that launched it and the op's input shapes (useful_flops.launching_ops): a GEMM kernel run for the
+o-proj and for w2 gives two rows.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from perfreport.errors import InputError
 from perfreport.files import gunzip_bytes
 from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json, quoted
-from perfreport.timeshare.useful_flops import useful_by_kernel
+from perfreport.timeshare.useful_flops import launching_ops
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
 PROFILE_HOW = ("Profile with `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])` "
@@ -47,11 +49,13 @@ def load_events(path: Path, data: bytes) -> list[Any]:
 
 
 def read_torch_trace(path: Path, data: bytes) -> Parsed:
-    """Aggregate the kernel events of a Chrome trace per kernel name."""
+    """Aggregate the kernel events of a Chrome trace per kernel name, and per launching op and shapes where the
+    trace records them."""
     events = load_events(path, data)
+    ops = launching_ops(events)  # empty without record_shapes: one row per name, useful FLOPs unknown
     cats = Counter(c if isinstance(c := e.get("cat"), str | None) else f"<{type(c).__name__}>"
                    for e in events if isinstance(e, dict))
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
     for i, e in enumerate(events):
         if not (isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"):
             continue
@@ -62,7 +66,12 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
             raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected 'dur' a number >= 0 "
                              f"(microseconds, below 2^63 ns), got {quoted(dur)}; the trace is damaged.")
         ns = round(dur * 1000)
-        row = merged.setdefault(name, {"name": name, "instances": 0, "total_ns": 0, "min_ns": ns, "max_ns": ns})
+        op = ops.get(i)
+        key = (name, op.op, op.shapes) if op else (name, None, None)
+        row = merged.setdefault(key, {"name": name, "op": key[1], "shapes": key[2], "instances": 0, "total_ns": 0,
+                                      "min_ns": ns, "max_ns": ns, "useful_flops": set()})
+        if op and op.useful_flops is not None:
+            row["useful_flops"].add(op.useful_flops)
         row["instances"] += 1
         row["total_ns"] += ns
         row["min_ns"], row["max_ns"] = min(row["min_ns"], ns), max(row["max_ns"], ns)
@@ -77,8 +86,7 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
     if other_gpu:
         warnings.append(" and ".join(f"{n} {c}" for c, n in sorted(other_gpu.items())) +
                         " event(s) are not kernels and are not counted in the kernel time share.")
-    useful = useful_by_kernel(events)  # empty without record_shapes: useful FLOPs unknown, never guessed
     for row in merged.values():
-        row["useful_flops"] = useful.get(row["name"])
-    return Parsed("torch-trace", sorted(merged.values(), key=lambda r: r["name"]), report="chrome-trace:kernel",
-                  warnings=warnings)
+        row["useful_flops"] = sorted(row["useful_flops"]) or None
+    rows = [merged[k] for k in sorted(merged, key=lambda k: (k[0], k[1] or "", k[2] or ""))]
+    return Parsed("torch-trace", rows, report="chrome-trace:kernel", warnings=warnings)

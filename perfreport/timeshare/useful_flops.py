@@ -1,4 +1,5 @@
-"""Useful FLOPs from a PyTorch-profiler trace recorded with shapes (`record_shapes=True`).
+"""The op that launched each kernel, and its useful FLOPs, from a PyTorch-profiler trace recorded with shapes
+(`record_shapes=True`: cpu_op events carry "Input Dims"; a kernel event names its op by args "External id").
 
 ncu counts the FLOPs a kernel executed; a kernel that pads its work (decode attention computes 16-row tiles for one
 query row) executes more than the operation needs. The op's input shapes give what it needs: 2*M*N*K for a GEMM,
@@ -8,9 +9,16 @@ kernel it launched (a split-K GEMM's reduce kernel, launched after it, did no te
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from perfreport.config.validate import cut
+
+SHAPES_CHARS = 400  # an op's shapes text is cut to this (an aten::cat of hundreds of tensors stays one line)
+NO_TENSORS = "no tensor inputs"  # the shapes text of an op whose inputs are all scalars or None
 
 GEMM_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::_scaled_mm": (0, 1)}
 BATCHED_GEMM_OPS = {"aten::bmm": (0, 1), "aten::baddbmm": (1, 2)}
@@ -55,27 +63,48 @@ def op_flops(name: str, dims: Sequence[Any], concrete: Sequence[Any]) -> float |
     return None
 
 
-def useful_by_kernel(events: Sequence[Any]) -> dict[str, list[float]]:
-    """Kernel name -> the distinct useful FLOPs per launch of the ops that launched it, sorted; kernels of ops
-    without shapes (or of ops this does not know) are absent. Empty for a trace recorded without shapes."""
-    ops: dict[Any, tuple[str, Sequence[Any], Sequence[Any]]] = {}
+def shapes_text(dims: Sequence[Any]) -> str:
+    """An op's tensor input shapes as one deterministic line, scalars and None left out: '[8, 4] x [4, 2]'."""
+    shown = [json.dumps(d) for d in dims if d not in ([], None, "")]
+    return cut(" x ".join(shown), SHAPES_CHARS) if shown else NO_TENSORS
+
+
+@dataclass(frozen=True)
+class LaunchingOp:
+    """The op that launched one kernel event; useful_flops per launch, None where unknown and on every kernel of
+    the op but its first."""
+
+    op: str
+    shapes: str
+    useful_flops: float | None
+
+
+def launching_ops(events: Sequence[Any]) -> dict[int, LaunchingOp]:
+    """Index of each kernel event in `events` -> the op that launched it, for kernels whose "External id" names a
+    cpu_op with "Input Dims". Empty for a trace recorded without shapes: the op is unknown, never guessed."""
+    ops: dict[Any, tuple[str, list[Any], Sequence[Any]]] = {}
     for e in events:
         if isinstance(e, dict) and e.get("cat") == "cpu_op" and isinstance(e.get("args"), dict):
             args = e["args"]
             if "Input Dims" in args and "External id" in args:
-                ops[args["External id"]] = (str(e.get("name")), args.get("Input Dims") or [],
-                                            args.get("Concrete Inputs") or [])
+                dims = args["Input Dims"] if isinstance(args["Input Dims"], list) else []
+                concrete = args.get("Concrete Inputs")
+                ops[args["External id"]] = (str(e.get("name")), dims, concrete if isinstance(concrete, list) else [])
     if not ops:
         return {}
-    first: dict[Any, tuple[float, str]] = {}
-    for e in events:
+    kernels: dict[int, Any] = {}
+    first: dict[Any, tuple[float, int]] = {}  # External id -> (ts, index) of the op's first kernel
+    for i, e in enumerate(events):
         if isinstance(e, dict) and e.get("cat") == "kernel" and isinstance(e.get("args"), dict):
             ext, ts = e["args"].get("External id"), e.get("ts")
-            if ext in ops and isinstance(ts, int | float) and (ext not in first or ts < first[ext][0]):
-                first[ext] = (float(ts), str(e.get("name")))
-    out: dict[str, set[float]] = {}
-    for ext, (_, kernel) in first.items():
-        flops = op_flops(*ops[ext])
-        if flops is not None and math.isfinite(flops):
-            out.setdefault(kernel, set()).add(flops)
-    return {k: sorted(v) for k, v in out.items()}
+            if ext not in ops:
+                continue
+            kernels[i] = ext
+            if isinstance(ts, int | float) and (ext not in first or (ts, i) < first[ext]):
+                first[ext] = (float(ts), i)
+    out: dict[int, LaunchingOp] = {}
+    for i, ext in kernels.items():
+        name, dims, concrete = ops[ext]
+        flops = op_flops(name, dims, concrete) if first.get(ext, (0.0, -1))[1] == i else None
+        out[i] = LaunchingOp(name, shapes_text(dims), flops if flops is not None and math.isfinite(flops) else None)
+    return out

@@ -61,7 +61,7 @@ TIMES_FIELDS: list[tuple[str, str, str]] = [
     ("source", "source", "VARCHAR"), ("name", "name", "VARCHAR"), ("function", "function", "VARCHAR"),
     ("instances", "instances", "BIGINT"), ("total_ns", "total_ns", "DOUBLE"), ("avg_ns", "avg_ns", "DOUBLE"),
     ("min_ns", "min_ns", "DOUBLE"), ("max_ns", "max_ns", "DOUBLE"), ("share_pct", "share_pct", "DOUBLE"),
-    ("useful_flops", "useful_flops", "DOUBLE[]"),
+    ("op", "op", "VARCHAR"), ("shapes", "shapes", "VARCHAR"), ("useful_flops", "useful_flops", "DOUBLE[]"),
 ]
 SAMPLES_FIELDS: list[tuple[str, str, str]] = [
     ("source", "source", "VARCHAR"), ("name", "name", "VARCHAR"), ("function", "function", "VARCHAR"),
