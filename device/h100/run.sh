@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device run on nvidia-h100-x1, from the repo root: (1) the launch floor and `perftunereport ceilings measure`
 # (issue 19's H100 values), (2) the oracle kernels captured with ncu full and basic sets plus their CSV exports
-# (issue 20's second measured chip), (3) ncu's metric catalogs of the Hopper and Blackwell chips in plain and suffix
-# modes (issue 20's per-chip maps). Everything lands in one $OUT/h100.tar.gz (the device returns at most 8 files).
+# (issue 20's second measured chip), (3) ncu's metric catalogs (plain mode; device/ncu_catalogs/dump.sh writes
+# the suffix mode too, which needs --metrics). Everything lands in one $OUT/h100.tar.gz (8 files come back at most).
 set -u
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -14,7 +14,6 @@ W=/tmp/h100; rm -rf $W; mkdir -p $W/ceilings $W/oracle $W/catalogs
 $NCU --list-chips > $W/catalogs/chips.txt 2>&1
 for chip in gh100 gb100 gb102 gb110 gb10b gb202; do
   $NCU --query-metrics --chip $chip --csv > $W/catalogs/metrics_$chip.csv 2> $W/catalogs/metrics_$chip.err
-  $NCU --query-metrics --chip $chip --query-metrics-mode suffix --csv > $W/catalogs/metrics_${chip}_suffix.csv 2>> $W/catalogs/metrics_$chip.err
 done
 gzip -9 $W/catalogs/*.csv
 # (1)

@@ -1,0 +1,405 @@
+"""The per-chip tensor-path maps (perfreport/ncu/catalog/chips.yaml) held against ncu's committed catalogs.
+
+Every counter a map names exists in its chip's catalog; the summed paths are disjoint by the catalog's own
+descriptions (or by the instructions that feed them); every tensor counter of a catalog is summed, excluded with a
+reason, or a breakdown of one that is; peaks are dense; GH100 is metrics.yaml; real exports pick their chip.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from perfreport.errors import ConfigError, InputError
+from perfreport.ncu.catalog import chips
+from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.ncu.derive import FLOAT_TENSOR_DTYPES
+from perfreport.ncu.read import read_export
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+CHIPS_DIR = ROOT / "perfreport" / "ncu" / "catalog" / "chips"
+MAPS = chips.load_chip_maps().chips
+CATALOGS = [(key, name) for key, m in MAPS.items() for name in m.catalogs]
+# the order in which a path's dense peak is taken from its instructions: tcgen05 (UTC*), then warpgroup, then warp
+FASTEST_FIRST = ("utchmma", "utcimma", "utcomma", "utcqmma", "hgmma", "igmma", "hmma", "imma")
+# peaks kept as metrics.yaml has them although a dense breakdown exists (docs/metrics.md, "Tensor paths per chip")
+KEPT_FROM_METRICS_YAML = {("gh100", "tf32")}
+
+_DESC = re.compile(
+    r"# of math ops executed in Tensor path(?: by (?:op )?[A-Z0-9_]+)?"
+    r" with (?:one source (?P<one>[A-Z0-9]+) and other source (?P<other>[A-Z0-9/]+)|source (?P<src>[A-Z0-9/]+))"
+    r"(?:(?: and)? destination (?P<dst>[A-Z0-9]+))?(?: with sparsity (?P<sparsity>on|off))?")
+_OP = re.compile(r"sm__ops_path_tensor_op_([a-z]+)_src_")
+
+
+@dataclass(frozen=True)
+class Fields:
+    """What a tensor counter's description says it counts: its instruction, operand pairs, destination, sparsity."""
+
+    op: str | None  # from the name: `op_utcomma_` (one description says UTCOMMA_K96, its twins UTCOMMA)
+    pairs: frozenset[frozenset[str]]  # the unordered operand-type pairs it admits
+    dst: str | None
+    sparsity: str | None
+
+    def overlaps(self, other: Fields) -> bool:
+        """Whether the descriptions admit one op counted by both (a field one leaves open admits anything)."""
+        pairs = ((self.op, other.op), (self.dst, other.dst), (self.sparsity, other.sparsity))
+        return all(None in (x, y) or x == y for x, y in pairs) and bool(self.pairs & other.pairs)
+
+    def breaks_down(self, total: Fields) -> bool:
+        """Whether this counter is `total` split further (by instruction and/or sparsity)."""
+        return (self.pairs == total.pairs and total.op is None and total.dst in (None, self.dst)
+                and total.sparsity in (None, self.sparsity) and (self.op, self.sparsity) != (None, total.sparsity))
+
+
+def fields(metric: str, description: str) -> Fields:
+    """Parse one `sm__ops_path_tensor_*` description (the catalog's words are the evidence)."""
+    m = _DESC.fullmatch(description)
+    assert m is not None, f"{metric}: description not understood: {description!r}"
+    if m["src"]:
+        types = m["src"].split("/")
+        pairs = frozenset(frozenset((a, b)) for a in types for b in types)
+    else:
+        pairs = frozenset(frozenset((m["one"], b)) for b in m["other"].split("/"))
+    op = _OP.match(metric)
+    return Fields(op[1] if op else None, pairs, m["dst"], m["sparsity"])
+
+
+def base(metric: str) -> str:
+    return metric.split(".", 1)[0]
+
+
+def tensor_fields(catalog: str) -> dict[str, Fields]:
+    """Every tensor-path counter of a catalog except the `_realtime` twins, parsed."""
+    desc = chips.catalog(catalog)
+    return {n: fields(n, d) for n, d in desc.items()
+            if n.startswith(chips.TENSOR_PREFIX) and not n.endswith("_realtime")}
+
+
+def instructions(total: str, parsed: dict[str, Fields]) -> set[str]:
+    """The instructions whose counters break `total` down (an aggregate is the sum of those with its operands)."""
+    return {f.op for n, f in parsed.items() if f.op is not None and f.breaks_down(parsed[total])}
+
+
+# -- the counters exist ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("key", "name"), CATALOGS)
+def test_every_counter_a_map_names_is_in_that_chips_catalog(key: str, name: str) -> None:
+    plain, full = chips.catalog_metrics(name), set(chips.catalog(name, suffix=True))
+    m = MAPS[key]
+    named = [p.flops for p in m.paths.values()] + [p.peak for p in m.paths.values()]
+    assert [n for n in named if n not in full] == []
+    assert [base(n) for n in named if base(n) not in plain] == []
+    assert [e.metric for e in m.excluded if e.metric not in plain] == []
+    # the lookup can fail: Hopper's warpgroup counters are in no Blackwell catalog
+    hgmma = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off"
+    assert (hgmma in plain) == (key == "gh100")
+
+
+def test_catalogs_are_the_committed_ncu_dumps() -> None:
+    files = sorted(p.name for p in CHIPS_DIR.glob("*.csv.gz"))
+    dumped = sorted({n for _, n in CATALOGS})
+    assert files == sorted([f"metrics_{c}.csv.gz" for c in dumped] + [f"metrics_{c}_suffix.csv.gz" for c in dumped])
+    readme = (CHIPS_DIR / "README.md").read_text(encoding="utf-8")
+    assert all(f in readme for f in files) and chips.load_chip_maps().ncu_version in readme
+    assert sum(p.stat().st_size for p in CHIPS_DIR.iterdir()) < 850_000  # shipped in the wheel
+    assert len(chips.catalog_metrics("gh100")) == 3650 and len(chips.catalog_metrics("gb202")) == 3837
+    # a map names several catalogs only where they are one catalog
+    for m in MAPS.values():
+        for suffix in (False, True):
+            assert all(chips.catalog(c, suffix) == chips.catalog(m.key, suffix) for c in m.catalogs)
+    assert chips.catalog("gb20b") != chips.catalog("gb202")  # DGX Spark: no dram__ counters
+    with pytest.raises(InputError, match="no catalog"):
+        chips.catalog("ad102")
+
+
+# -- GH100 is metrics.yaml -------------------------------------------------------------------------------------------
+
+
+def test_gh100_map_is_metrics_yaml_tensor_paths_and_peaks() -> None:
+    cat, paths = load_catalog(), chips.tensor_paths("gh100")
+    assert {k: p.flops for k, p in paths.items()} == cat.tensor_flops
+    assert {k: p.peak for k, p in paths.items()} == cat.tensor_peak_per_cycle
+    assert {k for k, p in paths.items() if not p.integer} == set(FLOAT_TENSOR_DTYPES)
+    assert paths["bf16"].flops == "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
+
+
+# -- the summed paths are disjoint -----------------------------------------------------------------------------------
+
+
+def _key_of(metric: str) -> str:
+    tail = base(metric).removeprefix("sm__ops_path_tensor_src_").replace("_dst_fp32", "")
+    return tail.replace("_sparsity_off", "").replace("_sparsity_on", "_sparse")
+
+
+@pytest.mark.parametrize("key", list(MAPS))
+def test_path_keys_name_their_counters(key: str) -> None:
+    assert {k: _key_of(p.flops) for k, p in MAPS[key].paths.items()} == {k: k for k in MAPS[key].paths}
+
+
+def _unresolved_overlaps(key: str, name: str) -> set[frozenset[str]]:
+    """Pairs of summed paths whose descriptions overlap and whose instructions do not tell them apart."""
+    parsed, paths = tensor_fields(name), MAPS[key].paths
+    out = set()
+    for a, b in itertools.combinations(paths, 2):
+        fa, fb = base(paths[a].flops), base(paths[b].flops)
+        if parsed[fa].overlaps(parsed[fb]):
+            ia, ib = instructions(fa, parsed), instructions(fb, parsed)
+            if not (ia and ib and not ia & ib):
+                out.add(frozenset((a, b)))
+    return out
+
+
+@pytest.mark.parametrize(("key", "name"), CATALOGS)
+def test_summed_paths_are_disjoint_aggregates(key: str, name: str) -> None:
+    parsed = tensor_fields(name)
+    for p in MAPS[key].paths.values():
+        assert parsed[base(p.flops)].op is None, f"{p.flops} is one instruction's share, not the aggregate"
+    # what the descriptions cannot separate is declared, and nothing more
+    assert _unresolved_overlaps(key, name) == {frozenset(p) for p in MAPS[key].inferred_disjoint}
+
+
+def test_disjointness_check_catches_a_breakdown_and_a_total() -> None:
+    gh = tensor_fields("gh100")
+    total, dense = gh["sm__ops_path_tensor_src_fp8"], gh["sm__ops_path_tensor_src_fp8_sparsity_off"]
+    assert total.overlaps(dense) and dense.breaks_down(total) and not total.breaks_down(dense)
+    hg = gh["sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32"]
+    assert hg.breaks_down(gh["sm__ops_path_tensor_src_bf16_dst_fp32"])
+    assert not gh["sm__ops_path_tensor_src_fp16"].overlaps(gh["sm__ops_path_tensor_src_bf16_dst_fp32"])
+    # GB100: FP4 and FP4/FP6/FP8 overlap in words; UTCOMMA and UTCQMMA feed them
+    gb = tensor_fields("gb100")
+    fp4, f8f6f4 = "sm__ops_path_tensor_src_fp4_dst_fp32", "sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp32"
+    assert gb[fp4].overlaps(gb[f8f6f4])
+    assert (instructions(fp4, gb), instructions(f8f6f4, gb)) == ({"utcomma"}, {"utcqmma"})
+    assert instructions("sm__ops_path_tensor_src_bf16_dst_fp32", gb) == {"hmma", "utchmma"}
+    # GB202: one source FP8 is apart from FP4/FP6; FP4 and FP4/FP6 only by inference
+    g2 = tensor_fields("gb202")
+    assert not g2["sm__ops_path_tensor_src_fp8_dst_fp32"].overlaps(g2["sm__ops_path_tensor_src_fp4_fp6_dst_fp32"])
+    assert instructions("sm__ops_path_tensor_src_fp4_dst_fp32", g2) == set()
+    assert _unresolved_overlaps("gb202", "gb202") == {frozenset(("fp4", "fp4_fp6"))}
+
+
+# -- every tensor counter is accounted for ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("key", "name"), CATALOGS)
+def test_every_tensor_counter_is_summed_excluded_or_a_breakdown(key: str, name: str) -> None:
+    desc, parsed, m = chips.catalog(name), tensor_fields(name), MAPS[key]
+    tops = {base(p.flops) for p in m.paths.values()} | {e.metric for e in m.excluded}
+    twins = [n for n in desc if n.startswith(chips.TENSOR_PREFIX) and n.endswith("_realtime")]
+    assert [n for n in twins if n.removesuffix("_realtime") not in desc] == []
+    loose = [n for n, f in parsed.items() if n not in tops and not any(f.breaks_down(parsed[t]) for t in tops)]
+    assert loose == []
+
+
+@pytest.mark.parametrize(("key", "name"), CATALOGS)
+def test_excluded_aggregates_are_covered_or_apart(key: str, name: str) -> None:
+    parsed, m = tensor_fields(name), MAPS[key]
+    for e in m.excluded:
+        summed = {k: parsed[base(p.flops)] for k, p in m.paths.items()}
+        if e.covered_by:
+            assert all(summed[k].breaks_down(parsed[e.metric]) for k in e.covered_by)
+            assert {summed[k].sparsity for k in e.covered_by} == {"on", "off"}  # the whole total, split
+        else:
+            assert [k for k, f in summed.items() if f.overlaps(parsed[e.metric])] == []
+    if key == "gh100":
+        assert {e.metric: e.covered_by for e in m.excluded} == {
+            "sm__ops_path_tensor_src_fp8": ("fp8", "fp8_sparse"), "sm__ops_path_tensor_src_int1": ()}
+
+
+# -- peaks -----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("key", "name"), CATALOGS)
+def test_peaks_are_dense_on_the_fastest_instruction(key: str, name: str) -> None:
+    parsed = tensor_fields(name)
+    for k, p in MAPS[key].paths.items():
+        path, peak = base(p.flops), base(p.peak)
+        assert p.peak.endswith(".sum.peak_sustained")
+        assert peak == path or parsed[peak].breaks_down(parsed[path])
+        dense = [n for n, f in parsed.items() if f.sparsity == "off" and f.breaks_down(parsed[path])]
+        if parsed[path].sparsity is not None or not dense or (key, k) in KEPT_FROM_METRICS_YAML:
+            assert parsed[peak].sparsity in (None, parsed[path].sparsity), p.peak
+            continue
+        best = min(dense, key=lambda n: FASTEST_FIRST.index(parsed[n].op) if parsed[n].op else len(FASTEST_FIRST))
+        assert peak == best, f"{key}.{k}: expected {best}, got {peak}"
+    if key == "gh100":  # metrics.yaml's tf32 peak is the aggregate one, which allows sparsity (2x dense on H200)
+        assert MAPS[key].paths["tf32"].peak == "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained"
+
+
+def test_h200_peaks_show_why_aggregate_peaks_are_not_dense() -> None:
+    """The H200 report's per-cycle peaks: an aggregate's is its sparse instruction's, the dense one half of it."""
+    rows = list(csv.reader((DATA / "h200_oracle" / "oracle_full-raw.csv").open(newline="")))
+    value = {h: float(v.replace(",", "")) for h, v in zip(rows[0], rows[2], strict=True)
+             if h.startswith(chips.TENSOR_PREFIX) and h.endswith(".sum.peak_sustained")}
+    peak = {k: value[p.peak] for k, p in chips.tensor_paths("gh100").items()}
+    assert peak["bf16"] == 540_672 == value["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] / 2
+    assert value["sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32_sparsity_off.sum.peak_sustained"] == 270_336
+    assert peak["tf32"] == 540_672  # the kept metrics.yaml choice: twice the dense TF32 peak
+
+
+# -- detection -------------------------------------------------------------------------------------------------------
+
+
+def _raw_device(path: Path) -> dict[str, str]:
+    rows = list(csv.reader(path.open(newline="")))
+    return dict(zip(rows[0], rows[2], strict=True))
+
+
+@pytest.mark.parametrize("export", ["h200_oracle/oracle_full-raw.csv", "h200_oracle/oracle_basic.ncu-rep.gz",
+                                    "h100_oracle/oracle_full-raw.csv", "h100_oracle/oracle_basic-raw.csv"])
+def test_real_hopper_exports_pick_gh100(export: str) -> None:
+    capture = read_export(DATA / export)
+    (cc,) = {la.cc for la in capture.launches}
+    assert (capture.gpu, cc) in {("NVIDIA H200", "9.0"), ("NVIDIA H100 80GB HBM3", "9.0")}
+    assert chips.chip_for(capture.gpu, cc) == "gh100"
+    if export.endswith(".csv"):
+        raw = _raw_device(DATA / export)
+        assert raw["device__attribute_chip"] == "384"
+        assert chips.chip_for(raw["device__attribute_display_name"], raw["CC"], raw["device__attribute_chip"]) \
+            == "gh100"
+
+
+def test_a_b200_details_log_without_device_name_picks_gb100_by_cc() -> None:
+    capture = read_export(DATA / "public_csv" / "public_microsoft-superbenchmark_details-page_long_sm100_ncu2025.log")
+    assert capture.gpu is None and {la.cc for la in capture.launches} == {"10.0"}
+    assert chips.chip_for(capture.gpu, "10.0") == "gb100"
+
+
+@pytest.mark.parametrize(("name", "cc", "chip", "want"), [
+    ("NVIDIA B200", "10.0", None, "gb100"),
+    ("NVIDIA GB300", "10.3", None, "gb110"),
+    ("NVIDIA GeForce RTX 5090", "12.0", None, "gb202"),
+    ("NVIDIA GeForce RTX 5080", "12.0", "gb203", "gb202"),  # GB203's catalog is GB202's
+    (None, "12.0", None, "gb202"),
+    ("NVIDIA GB10", "12.1", None, "gb20b"),  # DGX Spark
+    ("NVIDIA Thor", "11.0", None, "gb10b"),
+    (None, "9.0", "GH100", "gh100"),
+    (None, "10.0", "gb102", "gb100"),  # its catalog is gb100's
+    ("NVIDIA H200", None, 384, "gh100"),
+    ("NVIDIA H200", "9.0", 999, "gh100"),  # a chip number never seen is passed over
+    # no verified map: null, never another chip's names
+    ("NVIDIA A100-SXM4-80GB", "8.0", None, None),
+    ("NVIDIA GeForce RTX 4090", "8.9", None, None),
+    ("NVIDIA GeForce RTX 4090", "8.9", "ad102", None),  # a chip ncu knows, no map
+    ("NVIDIA H200", "10.0", 384, None),  # contradicts its CC
+    ("NVIDIA B200", "10.0", "gh100", None),
+    ("NVIDIA H200", None, None, None),
+])
+def test_chip_for(name: str | None, cc: str | None, chip: str | int | None, want: str | None) -> None:
+    assert chips.chip_for(name, cc, chip) == want
+
+
+def test_unmapped_message_names_the_chip_and_its_tensor_counters() -> None:
+    text = chips.unmapped_message("NVIDIA A100-SXM4-80GB", "8.0", 368, [
+        "gpu__time_duration.sum", "sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"])
+    assert text.startswith("GPU 'NVIDIA A100-SXM4-80GB', CC 8.0, chip 368: no verified tensor-path map")
+    assert "tensor FLOPs left null" in text
+    assert "2 tensor counter(s): sm__ops_path_tensor_src_bf16_dst_fp32.sum, sm__ops_path_tensor_src_fp16.sum" in text
+    assert "gpu__time_duration" not in text
+    with pytest.raises(InputError, match="expected one of gh100, gb100"):
+        chips.tensor_paths("gb203")
+
+
+# -- validation ------------------------------------------------------------------------------------------------------
+
+
+def _raw() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "perfreport" / "ncu" / "catalog" / "chips.yaml").read_text())
+    return doc
+
+
+def _problems(doc: Any) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        chips.parse_chip_maps(doc, "chips.yaml")
+    assert str(info.value).startswith("chips.yaml: ")
+    return info.value.problems
+
+
+def test_the_packaged_file_parses_to_the_loaded_maps() -> None:
+    assert chips.parse_chip_maps(_raw(), "x") == chips.load_chip_maps()
+
+
+def test_device_names_narrow_a_cc_to_the_names_that_match() -> None:
+    doc = _raw()
+    doc["chips"]["gb202"]["detect"]["device_names"] = ["NVIDIA GeForce RTX 5090( D)?", "NVIDIA RTX PRO 6000 .*"]
+    gb202 = chips.parse_chip_maps(doc, "x").chips["gb202"]
+    assert [gb202.accepts_name(n) for n in ("NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5090 D",
+                                            "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                                            "NVIDIA GeForce RTX 5090 Laptop GPU", "NVIDIA GeForce RTX 5080", None)] \
+        == [True, True, True, False, False, False]
+    assert MAPS["gb202"].accepts_name(None)  # the packaged map takes every CC 12.0 device: one catalog for all
+    doc["chips"]["gb202"]["detect"]["device_names"] = ["NVIDIA (RTX"]
+    assert _problems(doc) == ["chips.gb202.detect.device_names: expected a regular expression, got \"NVIDIA (RTX\" "
+                              "(missing ), unterminated subpattern at position 7)"]
+
+
+def test_validation_names_key_expected_and_got() -> None:
+    doc = _raw()
+    gb = doc["chips"]["gb110"]  # gb100's and gb202's paths are shared by anchors: gb110's are its own
+    gb["tensor_paths"]["bf16"]["flops"] = "sm__ops_path_tensor_src_bf16_dst_fp32"
+    gb["tensor_paths"]["fp16"]["flops"] = gb["tensor_paths"]["tf32"]["flops"]
+    gb["detect"]["cc"] = ["sm_100"]
+    gb["excluded"] = {"sm__ops_path_tensor_src_fp8": {"covered_by": ["fp9"]}}
+    gb["colour"] = "green"
+    doc["chips"]["gh100"]["detect"]["chip_ids"] = [384, "x"]
+    assert _problems(doc) == [
+        "chips.gh100.detect.chip_ids: expected a list of positive integers, got an array",
+        "chips.gb110.colour: unknown field, expected one of catalogs, detect, excluded, gpus, inferred_disjoint, "
+        "name, tensor_paths",
+        'chips.gb110.detect.cc: expected entries matching \\d+\\.\\d+, got "sm_100"',
+        "chips.gb110.tensor_paths.bf16.flops: expected a sm__ops_path_tensor_* counter ending in .sum, got "
+        "\"sm__ops_path_tensor_src_bf16_dst_fp32\"",
+        "chips.gb110.tensor_paths.tf32.flops: sm__ops_path_tensor_src_tf32_dst_fp32.sum is also path 'fp16'; "
+        "expected each counter once (adding it twice counts its ops twice)",
+        "chips.gb110.excluded.sm__ops_path_tensor_src_fp8.covered_by: expected path keys of this chip, got \"fp9\"",
+    ]
+    doc = _raw()
+    doc["chips"]["gb110"]["detect"]["cc"] = ["10.0"]
+    doc["chips"]["gb202"]["catalogs"] = ["gb204"]
+    doc["chips"]["gb20b"]["catalogs"] = ["gb20b", "gb102"]
+    assert _problems(doc) == [
+        "chips.gb202.catalogs: expected 'gb202' first (the map's own catalog), got \"gb204\"",
+        "chips.gb202.catalogs: no file chips/metrics_gb204.csv.gz for 'gb204'",
+        "chips.gb20b.catalogs: 'gb102' is also chips.gb100's; expected one owner",
+        "chips.gb110.detect: CC 10.0 is also chips.gb100's; expected device_names on both so that one export picks "
+        "one map",
+    ]
+    assert _problems([]) == ["(top level): expected a mapping, got an array"]
+
+
+# -- docs ------------------------------------------------------------------------------------------------------------
+
+
+_QUOTE = re.compile(r"`(sm__\w+)`: \"([^\"]+)\"")
+_ROW = re.compile(r"^\| `(\w+)`[^|]* \| `(sm__ops_path_tensor_\w+)\.sum` \| \"([^\"]+)\" \| `([\w.]+)`", re.M)
+
+
+def _doc_section() -> tuple[str, dict[str, str]]:
+    """docs/metrics.md "Tensor paths per chip": its rules, and its `### ... (`key`...)` parts by chip key."""
+    text = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("\n## Tensor paths per chip\n", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"\n### .*?\(`([a-z0-9]+)`[^\n]*\n", section)
+    return parts[0], dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_docs_quote_the_catalog_and_give_every_path_and_peak() -> None:
+    rules, section = _doc_section()
+    assert list(section) == list(MAPS)
+    every = {(n, d) for key in MAPS for name in MAPS[key].catalogs for n, d in chips.catalog(name).items()}
+    quoted = _QUOTE.findall(rules)
+    assert len(quoted) == 7 and [q for q in quoted if q not in every] == []
+    for key, text in section.items():
+        desc = chips.catalog(key)
+        rows = {k: (flops, d, peak) for k, flops, d, peak in _ROW.findall(text)}
+        assert rows == {k: (base(p.flops), desc[base(p.flops)], p.peak) for k, p in MAPS[key].paths.items()}
+        assert [(n, d) for n, d in _QUOTE.findall(text) if desc.get(n) != d] == []
