@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import run_cli
 
-from perfreport.config.context import context_value_problem
+from perfreport.config.context import CAN_BE_INAPPLICABLE, context_value_problem
 from perfreport.lake.gate import GateError, context_problems
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake, resolve_lake
@@ -115,7 +115,9 @@ def test_gate_placeholders_and_impossible_zero(tmp_path: Path) -> None:
         f"cells[{DECODE}].context.identity.quant: placeholder '?'; write the real value",
         f"cells[{DECODE}].context.regime.tier: missing",
         f"cells[{DECODE}].context.stack.engine_commit: placeholder 'unknown'; write the real value",
-        f"cells[{DECODE}].context.grounding.baseline: placeholder ' n/a '; write the real value",
+        f"cells[{DECODE}].context.grounding.baseline: ' n/a ' (not applicable) is allowed only where a field can "
+        f"be inapplicable ({', '.join(sorted(CAN_BE_INAPPLICABLE))}); grounding.baseline applies to every cell: "
+        "write the real value",
     ]
     assert context_value_problem("isl", 0) == "0 is impossible here (expected > 0); write the real value"
     assert context_value_problem("trials", 0) is not None and context_value_problem("tp", 0) is not None

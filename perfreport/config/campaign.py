@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 
 from perfreport.config.context import (
+    CAN_BE_INAPPLICABLE,
     CONTEXT_FIELDS,
     SOL_RIGOR_LEVELS,
     Check,
     deep_merge,
     is_int,
+    is_not_applicable,
     nonempty_text,
     one_of,
 )
@@ -159,16 +161,18 @@ class _Walk:
             elif value is not None and not isinstance(value, Mapping):
                 self.bad(spath, "a mapping with keys " + ", ".join(fields), value)
             elif value is not None:
-                out[section] = self._section(value, spath, fields)
+                out[section] = self._section(value, spath, fields, section)
         return out
 
-    def _section(self, node: Mapping[Any, Any], path: str, fields: dict[str, Check]) -> dict[str, Any]:
+    def _section(self, node: Mapping[Any, Any], path: str, fields: dict[str, Check], section: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in node.items():
             kpath = _join(path, key)
             check = fields.get(key) if isinstance(key, str) else None
             if check is None:
                 self.extra(kpath, key, fields)
+            elif is_not_applicable(value) and f"{section}.{key}" in CAN_BE_INAPPLICABLE:
+                out[key] = value.strip()  # the marker instead of a value of the field's type (context.py)
             elif value is not None and (expected := check(value)):
                 self.bad(kpath, expected, value)
             else:

@@ -94,7 +94,34 @@ def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
     return missing
 
 
-PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "n/a", "na", "?", "-", "--", "xxx"})
+PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "na", "?", "-", "--", "xxx"})
+
+# A field that does not apply to the cell (no serving engine ran, so max_num_seqs has no value) is set to this
+# marker, best with why: `max_num_seqs: "n/a: PyTorch eager layer, no serving engine"`. It is a value, not a gap: the
+# strict gate accepts it for the fields below, the site shows it, numeric columns store null. Elsewhere it is
+# refused: every published number has a model, a GPU, a dtype, a parallelism and a stack.
+NOT_APPLICABLE = "n/a"
+CAN_BE_INAPPLICABLE = frozenset({
+    "identity.hf_path", *(f"serving.{name}" for name in CONTEXT_FIELDS["serving"]),
+    "workload.isl", "workload.osl", "workload.concurrency", "workload.num_prompts", "regime.tier",
+    "stack.engine_commit",
+})
+
+
+def is_not_applicable(value: Any) -> bool:
+    """Whether a context value is the not-applicable marker: `n/a`, or `n/a: why` (any case)."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip().lower()
+    return text == NOT_APPLICABLE or text.startswith(NOT_APPLICABLE + ":")
+
+
+def inapplicable_problem(path: str, value: Any) -> str | None:
+    """Why the marker may not stand at `path` (section.name), or None where it may (or value is no marker)."""
+    if not is_not_applicable(value) or path in CAN_BE_INAPPLICABLE:
+        return None
+    return (f"{value!r} (not applicable) is allowed only where a field can be inapplicable "
+            f"({', '.join(sorted(CAN_BE_INAPPLICABLE))}); {path} applies to every cell: write the real value")
 # Fields whose checks are "int >= 1" or a fraction in (0, 1]: a 0 there is a placeholder, not a measurement.
 ZERO_IMPOSSIBLE = frozenset(
     name for fields in CONTEXT_FIELDS.values() for name, check in fields.items()
@@ -102,10 +129,15 @@ ZERO_IMPOSSIBLE = frozenset(
 )
 
 
-def context_value_problem(name: str, value: Any) -> str | None:
-    """Return why a context value cannot be published (missing, empty, a placeholder, an impossible 0), or None."""
+def context_value_problem(name: str, value: Any, section: str | None = None) -> str | None:
+    """Return why a context value cannot be published (missing, empty, a placeholder, an impossible 0, the n/a
+    marker where the field always applies), or None. `section` names the field's section (else found by name)."""
     if value is None:
         return "missing"
+    if is_not_applicable(value):
+        if section is None:
+            section = next((s for s, fields in CONTEXT_FIELDS.items() if name in fields), "")
+        return inapplicable_problem(f"{section}.{name}", value)
     if isinstance(value, str):
         text = value.strip()
         if not text:

@@ -66,7 +66,7 @@ def _context_problems(prefix: str, ctx: dict[str, Any]) -> list[str]:
         values = ctx.get(section) or {}
         for name in fields:
             path = f"{section}.{name}"
-            why = "missing" if path in missing else context_value_problem(name, values.get(name))
+            why = "missing" if path in missing else context_value_problem(name, values.get(name), section)
             if why:
                 problems.append(f"{prefix}.context.{path}: {why}")
     return problems

@@ -17,6 +17,7 @@ import duckdb
 
 from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.config.ceilings import Ceilings, load_ceilings
+from perfreport.config.context import is_not_applicable
 from perfreport.errors import InputError, PerfReportError
 from perfreport.ncu.kernel_identity import normalize, simplify
 from perfreport.ncu.row import KERNEL_ROW
@@ -116,8 +117,9 @@ def _load_cells(con: duckdb.DuckDBPyConnection, campaign: Campaign) -> None:
         "description": [c.description for c in campaign.cells],
         "context": [json.dumps(ctx, sort_keys=True, default=str) for ctx in contexts],
     }
-    for col, section, key, _ in CONTEXT_COLUMNS:
-        values[col] = [(ctx.get(section) or {}).get(key) for ctx in contexts]
+    for col, section, key, typ in CONTEXT_COLUMNS:  # the n/a marker is text: null in a typed column
+        column = [(ctx.get(section) or {}).get(key) for ctx in contexts]
+        values[col] = [None if typ != "VARCHAR" and is_not_applicable(v) else v for v in column]
     if not campaign.cells:
         return
     types = dict(TABLES["cells"])
