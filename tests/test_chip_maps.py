@@ -20,7 +20,6 @@ import yaml
 from perfreport.errors import ConfigError, InputError
 from perfreport.ncu.catalog import chips
 from perfreport.ncu.catalog.metrics import load_catalog
-from perfreport.ncu.derive import FLOAT_TENSOR_DTYPES
 from perfreport.ncu.read import read_export
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +29,6 @@ MAPS = chips.load_chip_maps().chips
 CATALOGS = [(key, name) for key, m in MAPS.items() for name in m.catalogs]
 # the order in which a path's dense peak is taken from its instructions: tcgen05 (UTC*), then warpgroup, then warp
 FASTEST_FIRST = ("utchmma", "utcimma", "utcomma", "utcqmma", "hgmma", "igmma", "hmma", "imma")
-# peaks kept as metrics.yaml has them although a dense breakdown exists (docs/metrics.md, "Tensor paths per chip")
-KEPT_FROM_METRICS_YAML = {("gh100", "tf32")}
 
 _DESC = re.compile(
     r"# of math ops executed in Tensor path(?: by (?:op )?[A-Z0-9_]+)?"
@@ -122,15 +119,17 @@ def test_catalogs_are_the_committed_ncu_dumps() -> None:
         chips.catalog("ad102")
 
 
-# -- GH100 is metrics.yaml -------------------------------------------------------------------------------------------
+# -- GH100: what derivation reads on Hopper ---------------------------------------------------------------------------
 
 
-def test_gh100_map_is_metrics_yaml_tensor_paths_and_peaks() -> None:
+def test_gh100_map_is_what_the_readers_extract_and_derivation_sums() -> None:
     cat, paths = load_catalog(), chips.tensor_paths("gh100")
-    assert {k: p.flops for k, p in paths.items()} == cat.tensor_flops
-    assert {k: p.peak for k, p in paths.items()} == cat.tensor_peak_per_cycle
-    assert {k for k, p in paths.items() if not p.integer} == set(FLOAT_TENSOR_DTYPES)
+    assert {p.flops for p in paths.values()} <= set(cat.tensor_flops) <= set(cat.needed())
+    assert {p.peak for p in paths.values()} <= set(cat.tensor_peak_per_cycle) <= set(cat.needed())
+    assert {k for k, p in paths.items() if not p.integer} == {"bf16", "fp16", "tf32", "fp8", "fp8_sparse", "fp64"}
     assert paths["bf16"].flops == "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
+    # the byte reader knows the unit of every Hopper path it extracts (metrics.yaml rep_units)
+    assert {p.flops for p in paths.values()} | {p.peak for p in paths.values()} <= set(cat.rep_units)
 
 
 # -- the summed paths are disjoint -----------------------------------------------------------------------------------
@@ -227,13 +226,11 @@ def test_peaks_are_dense_on_the_fastest_instruction(key: str, name: str) -> None
         assert p.peak.endswith(".sum.peak_sustained")
         assert peak == path or parsed[peak].breaks_down(parsed[path])
         dense = [n for n, f in parsed.items() if f.sparsity == "off" and f.breaks_down(parsed[path])]
-        if parsed[path].sparsity is not None or not dense or (key, k) in KEPT_FROM_METRICS_YAML:
+        if parsed[path].sparsity is not None or not dense:
             assert parsed[peak].sparsity in (None, parsed[path].sparsity), p.peak
             continue
         best = min(dense, key=lambda n: FASTEST_FIRST.index(parsed[n].op) if parsed[n].op else len(FASTEST_FIRST))
         assert peak == best, f"{key}.{k}: expected {best}, got {peak}"
-    if key == "gh100":  # metrics.yaml's tf32 peak is the aggregate one, which allows sparsity (2x dense on H200)
-        assert MAPS[key].paths["tf32"].peak == "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained"
 
 
 def test_h200_peaks_show_why_aggregate_peaks_are_not_dense() -> None:
@@ -244,7 +241,7 @@ def test_h200_peaks_show_why_aggregate_peaks_are_not_dense() -> None:
     peak = {k: value[p.peak] for k, p in chips.tensor_paths("gh100").items()}
     assert peak["bf16"] == 540_672 == value["sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"] / 2
     assert value["sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32_sparsity_off.sum.peak_sustained"] == 270_336
-    assert peak["tf32"] == 540_672  # the kept metrics.yaml choice: twice the dense TF32 peak
+    assert peak["tf32"] == 270_336  # the dense one: the aggregate's 540,672 allows sparsity
 
 
 # -- detection -------------------------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def test_aggregation_lists_come_from_the_table() -> None:
     assert len(aggregate.STAT_FIELDS) == 31 and "duration_ns" in aggregate.STAT_FIELDS
     assert set(aggregate.CONSTANT_FIELDS) == {"family", "tensor_dtype", "block_limits", "block_limit_factor",
                                               "sol_ceiling_key", "family_ceiling_key", "dram_bytes_method",
-                                              "achievable_key"}
+                                              "achievable_key", "chip"}
     assert set(aggregate.DICT_FIELDS) == {"flops", "tensor_ops_by_dtype", "warp_stalls_pct", "ncu_peaks",
                                           "warp_stall_cycles"}
     assert all(row.FIELDS[f].unit for f in aggregate.STAT_FIELDS)

@@ -7,6 +7,7 @@ import statistics
 from typing import Any
 
 from perfreport.config.ceilings import classify_family
+from perfreport.ncu.catalog.chips import unmapped_message
 from perfreport.ncu.derive import DeriveContext, derive_launch, verdict
 from perfreport.ncu.model import Capture, KernelLaunch, rule_row
 from perfreport.ncu.row import agg_names
@@ -133,7 +134,19 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
             first = launches[part[0]]
             entry["rules"] = [rule_row(r, first.launch_id) for r in first.rules] if has_rules else None
             entries.append(entry)
+    _warn_unmapped(capture, entries)
     return sorted(entries, key=lambda e: e["launch_ids"][0])
+
+
+def _warn_unmapped(capture: Capture, entries: list[dict[str, Any]]) -> None:
+    """One warning per export whose GPU has no verified tensor-path map: its tensor FLOPs were left null."""
+    ids = {i for e in entries if e["chip"] is None for i in e["launch_ids"]}
+    launches = [k for k in capture.launches if k.launch_id in ids]
+    if launches:
+        first = launches[0]
+        metrics = {m for k in launches for m in k.metrics}
+        capture.warnings.append(unmapped_message(first.text.get("device__attribute_display_name"), first.cc or None,
+                                                 None, metrics))
 
 
 def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: str) -> dict[str, Any]:

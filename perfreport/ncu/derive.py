@@ -6,12 +6,13 @@ estimated; AI is None with ai_measured False unless both FLOP and DRAM-byte coun
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from perfreport.config.ceilings import CeilingRef, Ceilings, classify_family
 from perfreport.errors import InputError
+from perfreport.ncu.catalog.chips import TensorPath, chip_for, tensor_paths
 from perfreport.ncu.catalog.dimensions import metric_dimensions, unit_problem, value_problem
 from perfreport.ncu.catalog.metrics import Catalog, load_catalog
 from perfreport.ncu.model import KernelLaunch
@@ -21,7 +22,8 @@ BOUND_HIGH_PCT = 60.0
 LATENCY_LOW_PCT = 40.0
 TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
 MEMORY_FAMILY = "copy"  # its category_ceiling_map entry is the DRAM roof (hbm_tbps)
-FLOAT_TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp8_sparse", "fp64")
+COMM_FAMILY = "communication"  # collectives: judged against the interconnect (nvlink_tbps), verdict "comm"
+Paths = Mapping[str, TensorPath]  # one chip's tensor paths by key (chips.yaml)
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,18 @@ def _plain_count(get: Getter, rate_metric: str, cycles: float | None) -> float |
     return None
 
 
-def flops(get: Getter, cat: Catalog) -> tuple[dict[str, float | None] | None, dict[str, float]]:
-    """Return ({tensor, fp64, fp32, fp16, total} or None, tensor ops by dtype)."""
-    by_dtype = {d: v for d, m in cat.tensor_flops.items() if (v := get(m)) is not None}
-    tensor = sum(v for d, v in by_dtype.items() if d in FLOAT_TENSOR_DTYPES) if by_dtype else None
+def launch_chip(launch: KernelLaunch) -> str | None:
+    """The chips.yaml map of the GPU a launch ran on, from its display name and compute capability; None when no
+    verified map fits (its tensor FLOPs are then null, never summed over another chip's counters)."""
+    return chip_for(launch.text.get(load_catalog().text["gpu"]), launch.cc or None)
+
+
+def flops(get: Getter, cat: Catalog, paths: Paths | None) -> tuple[dict[str, float | None] | None, dict[str, float]]:
+    """Return ({tensor, fp64, fp32, fp16, total} or None, tensor ops by path), the tensor part from the chip's
+    disjoint paths (`paths`; None: the chip has no map and its tensor FLOPs are unknown). Integer paths (int8) are
+    kept by path but are not FLOPs."""
+    by_dtype = {} if paths is None else {k: v for k, p in paths.items() if (v := get(p.flops)) is not None}
+    tensor = sum(v for k, v in by_dtype.items() if paths and not paths[k].integer) if by_dtype else None
     cycles = get(cat.scalars["smsp_cycles_elapsed"])
     core: dict[str, float | None] = {}
     for kind, terms in cat.cuda_core_flops.items():
@@ -148,13 +158,13 @@ def _tensor_dtype(by_dtype: dict[str, float]) -> str | None:
     return "fp8" if d == "fp8_sparse" else d
 
 
-def _ncu_peaks(get: Getter, cat: Catalog, dtype: str | None) -> dict[str, Any]:
+def _ncu_peaks(get: Getter, cat: Catalog, dtype: str | None, paths: Paths | None) -> dict[str, Any]:
     """Per-kernel peaks as ncu computes them: per-cycle peak x the clock measured during this kernel."""
     sm_hz = get(cat.scalars["sm_hz"])
     out: dict[str, Any] = {"compute_path": None, "compute_tflops": None, "dram_tbps": None}
-    if dtype is not None and dtype in cat.tensor_peak_per_cycle:
-        per_cycle = get(cat.tensor_peak_per_cycle[dtype])
-        out["compute_path"] = cat.tensor_peak_per_cycle[dtype]
+    if dtype is not None and paths is not None and dtype in paths:
+        per_cycle = get(paths[dtype].peak)
+        out["compute_path"] = paths[dtype].peak
     else:
         ffma = get(cat.cuda_core_peak_per_cycle["fp32"])
         per_cycle = None if ffma is None else 2 * ffma
@@ -173,12 +183,19 @@ def _pct(a: float | None, b: float | None) -> float | None:
 
 
 def verdict(row: dict[str, Any]) -> tuple[str, str]:
-    """Bound verdict from % of peak compute / memory and the roofline ridge; never from SM-busy % alone."""
+    """Bound verdict from % of peak compute / memory and the roofline ridge; never from SM-busy % alone.
+
+    A collective (all-reduce, all-gather, NCCL) is "comm": its time is set by the interconnect and the peers, which
+    this GPU's compute and DRAM counters do not see; their percentages are kept in the reason."""
     comp = row.get("compute_pct_of_peak")
     mem = row.get("dram_pct_of_peak")
     if mem is None:
         mem = row.get("dram_throughput_pct")
     sm = row.get("sm_throughput_pct")
+    if row.get("family") == COMM_FAMILY:
+        local = ", ".join(f"{n} {v:.0f}%" for n, v in (("SM", sm), ("DRAM", mem)) if v is not None) or "not captured"
+        return "comm", (f"communication kernel: bound by the interconnect ({row.get('sol_ceiling_key') or 'nvlink'}) "
+                        f"and its peers, not by this GPU's roofs (local: {local} of peak)")
     if comp is None:
         if mem is not None and mem >= BOUND_HIGH_PCT:
             return "memory", f"DRAM at {mem:.0f}% of peak; FLOP counters not captured"
@@ -212,7 +229,9 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
     get = getter(launch)
     dur = get(s["duration_ns"])
     sec = None if dur is None else dur * 1e-9
-    fl, by_dtype = flops(get, cat)
+    chip = launch_chip(launch)
+    paths = None if chip is None else tensor_paths(chip)
+    fl, by_dtype = flops(get, cat, paths)
     dram, dram_method = dram_bytes(get, cat, sec)
     total = None if fl is None else fl["total"]
     ai = total / dram if total is not None and dram else None
@@ -224,12 +243,13 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
         family = classify_family(launch.name, ctx.ceilings)
     dtype = _tensor_dtype(by_dtype)
     ref = ctx.ceilings.ceiling_for(ctx.hardware, family, dtype if family in TENSOR_FAMILIES else None)
-    peaks = _ncu_peaks(get, cat, dtype)
+    peaks = _ncu_peaks(get, cat, dtype, paths)
     limits, limiter = _block_limit(get, cat)
     smem_parts = [get(s["smem_static_per_block_bytes"]), get(s["smem_dynamic_per_block_bytes"])]
     comp_achieved = (by_dtype.get(dtype, 0.0) / sec / 1e12) if dtype and sec else tflops
     row: dict[str, Any] = {
         "launch_id": launch.launch_id,
+        "chip": chip,
         "duration_ns": dur,
         "flops": fl,
         "tensor_ops_by_dtype": by_dtype or None,

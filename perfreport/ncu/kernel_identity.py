@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from perfreport.errors import InputError
-from perfreport.ncu.catalog.names import function_name
+from perfreport.ncu.catalog.names import anonymous_spelled_once, function_name
 
 # No compiler writes a kernel name this long (templated ones run to a few thousand characters): a longer one is
 # damaged bytes, and a name cut to fit could merge two kernels into one row. Every importer refuses it.
@@ -33,7 +33,7 @@ def check_name_length(name: str, where: str) -> None:
                          f"or copy it again.")
 
 
-_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\{anonymous\}::")
+_ANON = re.compile(r"\{anonymous\}::")
 _NCU_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
 _BOOL = re.compile(r"\(bool\)([01])\b|\b(true|false)\b")
 _INT_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|__int128)\s*)+\)(-?\d+)\b")
@@ -64,7 +64,7 @@ def simplify(name: str) -> str:
     s = name.strip()
     if s.startswith("_Z"):
         return s
-    s = _ANON.sub("", s)
+    s = _ANON.sub("", anonymous_spelled_once(s))
     s = _NCU_LAMBDA.sub(lambda m: "{lambda(" + m.group(1) + ")#" + m.group(2) + "}", s)
     s = _last_top_level_token(_drop_parameters(s))
     s = _NAMESPACES.sub("", s)

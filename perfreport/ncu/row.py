@@ -64,7 +64,8 @@ def _num(name: str, unit: str | None, description: str, **kw: Any) -> Field:
 
 
 _NULLABLE_NUMBERS = {"type": ["number", "null"]}
-_POSITIVE_OR_NULL = {"oneOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0}]}
+# AI: null when FLOP or byte counters are missing; 0 only when they were captured and counted no FLOP (a copy)
+_AI_OR_NULL = {"oneOf": [{"type": "null"}, {"type": "number", "minimum": 0}]}
 _FLOPS = {"oneOf": [{"type": "null"}, {
     "type": "object", "required": ["tensor", "fp64", "fp32", "fp16", "total"],
     "properties": {k: _NULLABLE_NUMBERS for k in ("tensor", "fp64", "fp32", "fp16", "total")},
@@ -77,7 +78,7 @@ _RULE = {
                    "speedup_type": {"type": ["string", "null"]}, "speedup_pct": _NULLABLE_NUMBERS},
     "additionalProperties": False,
 }
-BOUNDS = ("memory", "compute", "latency", "mixed", "unknown")
+BOUNDS = ("memory", "compute", "latency", "mixed", "comm", "unknown")
 
 # Warehouse column order follows this table; fields with warehouse=False come last.
 KERNEL_ROW: tuple[Field, ...] = (
@@ -92,6 +93,8 @@ KERNEL_ROW: tuple[Field, ...] = (
     Field("mangled", "string", True, None, "mangled name, when the capture has it", level="kernel"),
     Field("family", "string", False, None, "kernel family from sol-ceilings.yaml rules", agg="first",
           required=True),
+    Field("chip", "string", True, None, "tensor-path map of the launch's GPU (chips.yaml, from its compute capability "
+          "and name); null: no verified map, so tensor FLOPs are null", agg="first", warehouse=False),
     Field("launches", "integer", False, "launches", "launches of this kernel (same name, grid, block and work)",
           level="kernel", required=True, schema={"minimum": 1}),
     Field("launch_ids", "array", False, None, "ncu launch ids of those launches", level="kernel", required=True,
@@ -114,7 +117,7 @@ KERNEL_ROW: tuple[Field, ...] = (
          reads=("scalars.dram_bytes_sum", "scalars.dram_bytes_read", "scalars.dram_bytes_write",
                 "scalars.dram_bytes_per_second", "scalars.duration_ns")),
     _num("arithmetic_intensity", "FLOP/byte", "flops.total / dram_bytes", required=True,
-         schema=_POSITIVE_OR_NULL,
+         schema=_AI_OR_NULL,
          formula="flops.total / dram_bytes",
          reads=("tensor_flops", "cuda_core_flops", "scalars.dram_bytes_sum", "scalars.dram_bytes_read",
                 "scalars.dram_bytes_write", "scalars.dram_bytes_per_second")),

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from perfreport.ncu.catalog.chips import load_chip_maps
 from perfreport.yamlio import SAFE_LOADER
 
 
@@ -26,8 +27,8 @@ class Catalog:
 
     scalars: dict[str, str]
     block_limits: dict[str, str]
-    tensor_flops: dict[str, str]
-    tensor_peak_per_cycle: dict[str, str]
+    tensor_flops: tuple[str, ...]  # every chip's tensor-path counters (chips.yaml), read when the export has them
+    tensor_peak_per_cycle: tuple[str, ...]  # and their dense per-cycle peaks
     cuda_core_flops: dict[str, tuple[FlopTerm, ...]]
     cuda_core_peak_per_cycle: dict[str, str]
     warp_stalls: dict[str, str]  # reason -> metric
@@ -38,8 +39,10 @@ class Catalog:
         """The ncu metric names behind metrics.yaml references ("scalars.duration_ns", or a whole group such as
         "tensor_flops"), in order, each once; an unknown reference is a KeyError (row.py names only real ones)."""
         groups: dict[str, dict[str, str]] = {
-            "scalars": self.scalars, "block_limits": self.block_limits, "tensor_flops": self.tensor_flops,
-            "tensor_peak_per_cycle": self.tensor_peak_per_cycle, "warp_stalls": self.warp_stalls,
+            "scalars": self.scalars, "block_limits": self.block_limits,
+            "tensor_flops": {str(i): m for i, m in enumerate(self.tensor_flops)},
+            "tensor_peak_per_cycle": {str(i): m for i, m in enumerate(self.tensor_peak_per_cycle)},
+            "warp_stalls": self.warp_stalls,
             "cuda_core_peak_per_cycle": self.cuda_core_peak_per_cycle,
             "cuda_core_flops": {f"{k}.{i}": t.metric for k, terms in self.cuda_core_flops.items()
                                 for i, t in enumerate(terms)},
@@ -54,9 +57,9 @@ class Catalog:
     def needed(self) -> list[str]:
         """Every raw metric the derivation reads, sorted (what a reader must extract)."""
         names: set[str] = set()
-        for group in (self.scalars, self.block_limits, self.tensor_flops, self.tensor_peak_per_cycle,
-                      self.cuda_core_peak_per_cycle, self.warp_stalls, self.text):
+        for group in (self.scalars, self.block_limits, self.cuda_core_peak_per_cycle, self.warp_stalls, self.text):
             names.update(group.values())
+        names.update(self.tensor_flops, self.tensor_peak_per_cycle)
         for terms in self.cuda_core_flops.values():
             names.update(t.metric for t in terms)
         return sorted(names)
@@ -74,12 +77,13 @@ def metrics_yaml() -> dict[str, Any]:
 def load_catalog() -> Catalog:
     """Load the packaged metrics.yaml once."""
     raw = metrics_yaml()
+    maps = list(load_chip_maps().chips.values())
     stalls = {r: f"{raw['warp_stall_prefix']}{r}{raw['warp_stall_suffix']}" for r in raw["warp_stall_reasons"]}
     return Catalog(
         scalars=dict(raw["scalars"]),
         block_limits=dict(raw["block_limits"]),
-        tensor_flops=dict(raw["tensor_flops"]),
-        tensor_peak_per_cycle=dict(raw["tensor_peak_per_cycle"]),
+        tensor_flops=tuple(dict.fromkeys(p.flops for m in maps for p in m.paths.values())),
+        tensor_peak_per_cycle=tuple(dict.fromkeys(p.peak for m in maps for p in m.paths.values())),
         cuda_core_flops={
             k: tuple(FlopTerm(str(t["metric"]), float(t["weight"])) for t in v)
             for k, v in raw["cuda_core_flops"].items()

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import re
 
-_ANONYMOUS = re.compile(r"\(anonymous namespace\)|<unnamed>|(?<![\w<])unnamed>")
+ANONYMOUS = "{anonymous}"
+
+
+def anonymous_spelled_once(demangled: str) -> str:
+    """The anonymous namespace spelled `{anonymous}` whatever tool wrote the name.
+
+    It has three spellings: `(anonymous namespace)` (c++filt, nsys, kineto), `<unnamed>` (ncu_report) and `unnamed>`
+    (ncu's CSV pages, which drop its '<': `void unnamed>::CatArrayBatchedCopy<unnamed>::OpaqueType<4>, ...>` is
+    `void <unnamed>::CatArrayBatchedCopy<<unnamed>::OpaqueType<4>, ...>`). A name holds the CSV spelling when each
+    `unnamed>` is one '>' too many; then a '<' before it is a template's own.
+    """
+    s = demangled.replace("(anonymous namespace)", ANONYMOUS)
+    n = s.count("unnamed>")
+    if n and s.count(">") - s.count("<") == n:
+        return s.replace("unnamed>", ANONYMOUS)
+    return s.replace("<unnamed>", ANONYMOUS)
 
 
 def function_name(demangled: str) -> str:
     """`void at::native::foo<4, X<int>>(int, T)` -> `foo`; plain names pass through unchanged."""
-    # the anonymous namespace has three spellings: `(anonymous namespace)`, `<unnamed>` (ncu_report) and
-    # `unnamed>` (ncu's CSV pages drop the scope before it, `at::native::<`): its '>' would close a template
-    s = _ANONYMOUS.sub("{anonymous}", demangled.strip())
+    s = anonymous_spelled_once(demangled.strip())
     depth = 0
     cut = len(s)
     # drop the parameter list: the last top-level '(' (template args may contain parentheses)
@@ -36,4 +49,4 @@ def function_name(demangled: str) -> str:
     s = "".join(out).strip()
     s = s.split(" ")[-1] if " " in s else s  # return type
     name = s.split("::")[-1]
-    return name if name and name != "{anonymous}" else demangled
+    return name if name and name != ANONYMOUS else demangled
