@@ -82,8 +82,14 @@ def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path, replace: bo
     return _store(target, path, data, read_torch_trace(path, data), "kernel_times", replace)
 
 
-def import_samples(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
-    """Import a continuous profiler's per-kernel sample counts into the cell's kernel_samples.json."""
-    target = _cell(campaign_dir, cell_id)
+def import_samples(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False,
+                   sample_type: str | None = None) -> TimeshareResult:
+    """Import a continuous profiler's samples (pprof, folded stacks, per-kernel CSV/JSON) into kernel_samples.json.
+
+    Stack samples go to their CUDA-kernel frame, found by the kernel names the cell already holds (stacks.py);
+    `sample_type` picks a pprof profile's sample type.
+    """
+    campaign, cell = target = _cell(campaign_dir, cell_id)
     data = read_input(path, SAMPLES_EXPECTED)
-    return _store(target, path, data, read_samples(path, data), "kernel_samples", replace)
+    parsed = read_samples(path, data, cell.cell_dir(campaign), sample_type)
+    return _store(target, path, data, parsed, "kernel_samples", replace)

@@ -1,0 +1,3 @@
+module gocpuprofile
+
+go 1.19
