@@ -4,20 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 CAMPAIGN ?= campaigns/h200-decoder-layer
 
-.PHONY: demo test venv browser lint docs clean
+.PHONY: demo test runtime venv browser postgres lint docs clean
 
 $(BIN)/python:
+	@echo "creating $(VENV) ($(PY) -m venv)..."
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# `make demo` installs the runtime only; `make test` (venv) adds the test tools (pytest, playwright, mypy, ruff, ...).
+runtime: $(BIN)/python
+	@echo "installing perftunereport's runtime dependencies (about a minute on a fresh machine)..."
+	$(BIN)/python -m pip install -q -e .
+
 venv: $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	@echo "installing perftunereport with its test tools (a minute or more)..."
+	$(BIN)/python -m pip install -q -e '.[test,team]'
 
 # The browser test drives Debian's chromium through playwright (never `playwright install`). Idempotent; as root.
 browser:
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-demo: venv
+# The team-lake tests start Debian's PostgreSQL server (initdb, pg_ctl as user postgres). Idempotent; as root.
+postgres:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+
+demo: runtime
 	$(BIN)/perftunereport demo --campaign $(CAMPAIGN)
 
 # ruff and mypy; lint-imports holds the stages' import contract (pyproject.toml [tool.importlinter]); deptry fails on a
@@ -28,7 +39,7 @@ lint: venv
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/deptry .
 
-test: venv browser lint
+test: venv browser postgres lint
 	$(BIN)/pytest
 
 # The kernel item of ncu_kernels.schema.json, the README tour output, docs/cli.md and docs/capture.md tables are

