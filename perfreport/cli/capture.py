@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+
+from perfreport.cli.options import format_option
 
 # (option, field, click kwargs): the capture spec's fields as flags; a flag given on the command line wins over
 # the same key of --spec FILE.
@@ -56,7 +57,7 @@ _SPEC_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
 
 
 def _say(message: str) -> None:
-    """Progress lines go to stderr: stdout keeps the result (and --json documents)."""
+    """Progress lines go to stderr: stdout keeps the result (and --format csv/json documents)."""
     click.echo(message, err=True)
 
 
@@ -111,18 +112,20 @@ def capture_group() -> None:
 @capture_group.command(name="plan", context_settings={"ignore_unknown_options": True})
 @spec_options
 @click.option("--ncu", default="ncu", show_default=True, help="ncu path shown in the argv.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan (verdict, findings, argv lists) as JSON.")
-def capture_plan_cmd(ncu: str, as_json: bool, **kwargs: Any) -> None:
+@format_option(csv="one row per finding and per ncu command (kind, name, detail, text)",
+               json="the verdict, the findings and every argv")
+def capture_plan_cmd(ncu: str, fmt: str, **kwargs: Any) -> None:
     """Print the exact ncu argv of a scoped capture and its safety verdict; exit 3 when the policy refuses.
 
     \b
     Example:
       perftunereport capture plan --kernel-name regex:nvjet --set basic -- python3 -m vllm.entrypoints.openai.api_server
     """
-    from perfreport.capture.plan.build import build_plan, plan_text
+    from perfreport.capture.plan.build import build_plan
+    from perfreport.cli.capture_printing import print_plan
 
     plan = build_plan(_spec(kwargs))
-    click.echo(json.dumps(plan.as_dict(ncu), indent=2, sort_keys=True) if as_json else plan_text(plan, ncu))
+    print_plan(plan, ncu, fmt)
     if plan.verdict == "refuse":
         raise SystemExit(3)
 
@@ -189,8 +192,8 @@ def harness_cmd(args: tuple[str, ...]) -> None:
               help="Target process: its environment is checked for CUDA_INJECTION64_PATH. Example: --pid 4242")
 @click.option("--min-free-gib", type=float, default=2.0, show_default=True,
               help="Warn when a GPU has less free memory (kernel replay saves and restores memory).")
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min_free_gib: float, as_json: bool,
+@format_option(csv="one row per check (status, name, message)", json="ok and the checks with their details")
+def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min_free_gib: float, fmt: str,
                           **kwargs: Any) -> None:
     """Check ncu, driver, GPU, counter permission, the injection slot, free memory and the plan's ncu options.
 
@@ -201,7 +204,8 @@ def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min
       perftunereport capture preflight --ncu /usr/local/cuda/bin/ncu --kernel-name regex:nvjet --pid 4242
     """
     from perfreport.capture.plan.build import build_plan
-    from perfreport.capture.preflight import preflight, preflight_summary
+    from perfreport.capture.preflight import preflight
+    from perfreport.cli.capture_printing import print_preflight
 
     first = build_plan(_spec(kwargs)).per_kernel()[0]
     argvs = [first.attach_argv(ncu)]
@@ -209,7 +213,7 @@ def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min
         argvs.append(first.launch_argv(ncu))
     result = preflight(ncu, nvidia_smi, plan_argv=[a for argv in argvs for a in argv], target_pid=target_pid,
                        min_free_gib=min_free_gib)
-    click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else preflight_summary(result))
+    print_preflight(result, fmt)
     if not result.ok:
         raise SystemExit(1)
 
@@ -218,8 +222,9 @@ def capture_preflight_cmd(ncu: str, nvidia_smi: str, target_pid: int | None, min
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--kernel-name", "kernel_pattern", default=None,
               help="The --kernel-name the capture used (read from the log when it echoes ncu's command line).")
-@click.option("--json", "as_json", is_flag=True, help="Print the diagnoses as JSON.")
-def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) -> None:
+@format_option(csv="one row per diagnosis (code, message, evidence lines)",
+               json="a list of diagnoses with their evidence and details")
+def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, fmt: str) -> None:
     """Name why a capture failed or came back empty (stable code + fix), from ncu's output or a report.
 
     Exits 1 when anything but `ok` is found.
@@ -230,16 +235,10 @@ def capture_diagnose_cmd(path: Path, kernel_pattern: str | None, as_json: bool) 
       perftunereport capture diagnose campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz
     """
     from perfreport.capture.diagnose.path import diagnose_path
+    from perfreport.cli.capture_printing import print_diagnoses
 
     found = diagnose_path(path, kernel_pattern)
-    if as_json:
-        click.echo(json.dumps([{"code": d.code, "message": d.message, "evidence": list(d.evidence),
-                                "details": d.details} for d in found], indent=2, sort_keys=True, default=str))
-    else:
-        for d in found:
-            click.echo(f"{d.code}: {d.message}")
-            for line in d.evidence:
-                click.echo(f"    | {line}")
+    print_diagnoses(found, fmt)
     if any(d.code != "ok" for d in found):
         raise SystemExit(1)
 
@@ -357,8 +356,9 @@ def k8s_group() -> None:
 
 @k8s_group.command(name="plan", context_settings={"ignore_unknown_options": True})
 @_k8s_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (also written as k8s-plan.json).")
-def k8s_plan_cmd(as_json: bool, **kwargs: Any) -> None:
+@format_option(csv="one row per finding, manifest, kubectl step and cleanup (kind, name, detail, text)",
+               json="the plan as written to k8s-plan.json")
+def k8s_plan_cmd(fmt: str, **kwargs: Any) -> None:
     """Write the manifests and print every kubectl argv of a k8s capture, with the policy verdict (exit 3: refused).
 
     \b
@@ -366,8 +366,10 @@ def k8s_plan_cmd(as_json: bool, **kwargs: Any) -> None:
       perftunereport capture k8s plan --method sister --name vllm-llama-8b -n inference --container vllm \\
           --capture-id cap1 --ncu-image nvcr.io/nvidia/cuda:13.0.1-devel-ubuntu24.04 --kernel-name regex:nvjet
     """
+    from perfreport.cli.capture_printing import print_k8s_plan
+
     plan = _k8s_plan(kwargs)
-    click.echo(json.dumps(plan.as_dict(), indent=2, sort_keys=True) if as_json else plan.text())
+    print_k8s_plan(plan, fmt)
     if plan.verdict == "refuse":
         raise SystemExit(3)
 

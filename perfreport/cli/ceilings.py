@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from perfreport.cli.options import format_option
+
 
 @click.group(name="ceilings")
 def ceilings_group() -> None:
@@ -24,7 +26,9 @@ def ceilings_group() -> None:
 @click.option("--dtypes", default="bf16,fp16,tf32,fp8,int8", show_default=True,
               help="GEMM dtypes, comma-separated; one the GPU lacks is skipped and recorded. "
                    "Example: --dtypes bf16,fp8")
-def ceilings_measure_cmd(out_dir: Path, hardware: str | None, seconds: float, dtypes: str) -> None:
+@format_option(csv="one row per measured ceiling (hardware, name, value)",
+               json="the hardware key, the values, what was skipped and the files written")
+def ceilings_measure_cmd(out_dir: Path, hardware: str | None, seconds: float, dtypes: str, fmt: str) -> None:
     """Measure dense GEMM per dtype (burst and sustained), HBM copy and L2-resident copy on GPU 0.
 
     Writes the raw samples and an override with value, method, date and machine per ceiling, validated as a
@@ -36,12 +40,20 @@ def ceilings_measure_cmd(out_dir: Path, hardware: str | None, seconds: float, dt
       perftunereport ceilings measure --out ceilings-h200 --seconds 8
     """
     from perfreport.capture.ceilings.measure import ceilings_measure
+    from perfreport.cli.output import emit
 
     result = ceilings_measure(out_dir, hardware=hardware, seconds=seconds,
                               dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
                               progress=lambda m: click.echo(m, err=True))
-    for skip in result.skipped:
-        click.echo(f"skipped {skip['name']}: {skip['reason']}", err=True)
-    for name, value in result.values.items():
-        click.echo(f"{result.hardware}.empirical.{name}: {value}")
-    click.echo(f"wrote {result.raw_path} and {result.override_path}")
+    if fmt != "json":  # the JSON document carries them
+        for skip in result.skipped:
+            click.echo(f"skipped {skip['name']}: {skip['reason']}", err=True)
+
+    def table() -> None:
+        for name, value in result.values.items():
+            click.echo(f"{result.hardware}.empirical.{name}: {value}")
+        click.echo(f"wrote {result.raw_path} and {result.override_path}")
+
+    emit(fmt, table, lambda: (("hardware", "name", "value"), [(result.hardware, *nv) for nv in result.values.items()]),
+         lambda: {"hardware": result.hardware, "values": result.values, "skipped": result.skipped,
+                  "raw_path": str(result.raw_path), "override_path": str(result.override_path)}, indent=2)

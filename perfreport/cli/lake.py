@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from perfreport.cli.options import format_option
+
 
 @click.group(name="lake")
 def lake_group() -> None:
@@ -13,39 +15,39 @@ def lake_group() -> None:
 @lake_group.command(name="query")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
               help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
-              help="Output format. Example: --format csv")
+@format_option(csv="a header and one line per row", json="a list of row objects")
 @click.option("--snapshot", type=int, default=None,
               help="Read the tables as of this snapshot id (see `lake history`). Example: --snapshot 74478703265")
 @click.argument("sql")
 def lake_query_cmd(lake: str | None, fmt: str, snapshot: int | None, sql: str) -> None:
     """Run DuckDB SQL over the lake tables kernels, cells, captures, publications (current snapshots).
 
-    Example: perftunereport lake query --lake lake
-    "SELECT cell_id, kernel_id, sol_pct FROM kernels WHERE family = 'gemm' ORDER BY sol_pct DESC"
+    \b
+    Example:
+      perftunereport lake query --lake lake \\
+          "SELECT cell_id, kernel_id, sol_pct FROM kernels WHERE family = 'gemm' ORDER BY sol_pct DESC"
+      perftunereport lake query --lake lake --format csv "SELECT campaign, cell_id, function, sol_pct FROM kernels"
     """
     from perfreport.cli.printing import print_query_result
-    from perfreport.lake.query import lake_query, to_csv, to_json
+    from perfreport.lake.query import lake_query
 
-    result = lake_query(lake, sql, snapshot=snapshot)
-    if fmt == "table":
-        print_query_result(result, as_json=False)
-    else:
-        click.echo(to_csv(result) if fmt == "csv" else to_json(result), nl=fmt == "json")
+    print_query_result(lake_query(lake, sql, snapshot=snapshot), fmt)
 
 
 @lake_group.command(name="history")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
               help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--table", default="kernels", show_default=True, help="Lake table. Example: --table cells")
-def lake_history_cmd(lake: str | None, table: str) -> None:
+@format_option(csv="one row per commit (counts as a JSON object)", json="a list of commit objects")
+def lake_history_cmd(lake: str | None, table: str, fmt: str) -> None:
     """List a table's commits (snapshot, parent, time, operation, record counts), oldest first.
 
     Example: perftunereport lake history --lake lake --table kernels
     """
-    from perfreport.lake.history import history_summary, lake_history
+    from perfreport.cli.printing import print_history
+    from perfreport.lake.history import lake_history
 
-    click.echo(history_summary(lake_history(lake, table)))
+    print_history(lake_history(lake, table), fmt)
 
 
 @lake_group.command(name="compare")
@@ -55,21 +57,17 @@ def lake_history_cmd(lake: str | None, table: str) -> None:
 @click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
 @click.option("--vary", default="concurrency", show_default=True,
               help="The one descriptor field allowed to differ. Example: --vary workload.concurrency")
-def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str) -> None:
+@format_option(csv="one row per kernel and cell of every comparable group (the cells not comparable go to stderr)",
+               json="the groups with their rows, and the cells not comparable")
+def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str, fmt: str) -> None:
     """Compare a metric per kernel function across cells that differ only in --vary.
 
     Example: perftunereport lake compare --lake lake --metric sol_pct --vary concurrency
     """
-    from perfreport.cli.printing import print_query_result
-    from perfreport.lake.compare import compare_summary, lake_compare
-    from perfreport.warehouse.db import QueryResult
+    from perfreport.cli.printing import print_compare
+    from perfreport.lake.compare import lake_compare
 
-    result = lake_compare(lake, metric, campaign=campaign, vary=vary)
-    for title, columns, rows in compare_summary(result):
-        click.echo(title)
-        print_query_result(QueryResult(columns, rows), as_json=False)
-    for line in result.not_comparable:
-        click.echo(f"not comparable: {line}")
+    print_compare(lake_compare(lake, metric, campaign=campaign, vary=vary), fmt)
 
 
 @lake_group.command(name="relocate")
@@ -79,7 +77,10 @@ def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: 
 def lake_relocate_cmd(lake: str, old: str | None) -> None:
     """Rewrite the lake's absolute Iceberg paths after its folder was moved or copied (docs/lake.md).
 
-    Example: cp -r lake /data/lakes/h200 && perftunereport lake relocate --lake /data/lakes/h200
+    \b
+    Example:
+      cp -r lake lake-moved
+      perftunereport lake relocate --lake lake-moved
     """
     from perfreport.lake.relocate import lake_relocate, relocate_summary
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from perfreport import __version__
+from perfreport.cli.options import format_option
 from perfreport.errors import PerfReportError
 
 _OS_FIXES = {
@@ -85,14 +86,15 @@ _REPLACE_HELP = ("A file outside the campaign folder is known by its name: let i
                    "evidence-bundle folder with ncu-profiles/. "
                    "Example: --bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz")
 @click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print the written ncu_kernels.json path and summary as JSON.")
+@format_option(csv="one row per kernel imported (duration_ns, sol_pct, ... unformatted)",
+               json="the written ncu_kernels.json path, the sources, the kernel count, the warnings, the next lever")
 @click.option("--rep-reader", type=click.Choice(["auto", "ncu_report"]), default="auto", show_default=True,
               envvar="PERFREPORT_REP_READER",
               help="How a .ncu-rep is read: auto reads the report's bytes directly (held equal to ncu_report by "
                    "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
                    "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
 @click.option("--replace", is_flag=True, help=_REPLACE_HELP)
-def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, as_json: bool,
+def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, fmt: str,
                    rep_reader: str, replace: bool) -> None:
     """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
 
@@ -107,10 +109,12 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
 
     result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
                         rep_reader=rep_reader, replace=replace)
-    print_import_summary(result, as_json=as_json, next_lever=campaign_next_lever(campaign_dir))
+    print_import_summary(result, fmt, next_lever=campaign_next_lever(campaign_dir))
 
 
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
+    fn = format_option(csv="one row per kernel imported, by share", json="the written file, the sources, the kernel "
+                                                                          "count and the warnings")(fn)
     fn = click.option("--replace", is_flag=True, help=_REPLACE_HELP)(fn)
     fn = click.option("--cell-id", required=True, help="Cell id from config.yaml. Example: decode-b16-kv2048")(fn)
     fn = click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
@@ -121,7 +125,7 @@ def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
 @cli.command(name="import_nsys")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
+def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str) -> None:
     """Import kernel durations from nsys into cells/<id>/kernel_times.json.
 
     PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
@@ -135,13 +139,13 @@ def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool)
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_nsys
 
-    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path, replace=replace))
+    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path, replace=replace), fmt)
 
 
 @cli.command(name="import_torch_trace")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
+def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str) -> None:
     """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
 
     \b
@@ -152,24 +156,35 @@ def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_torch_trace
 
-    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path, replace=replace))
+    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path, replace=replace), fmt)
 
 
 @cli.command(name="import_samples")
 @_timeshare_options
+@click.option("--sample-type", default=None, metavar="TYPE[/UNIT]",
+              help="Which sample type of a pprof profile to count (default: the profile's default_sample_type, "
+                   "else its last). An error lists the types present. Example: --sample-type samples/count")
 @click.argument("path", type=click.Path(path_type=Path))
-def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool) -> None:
-    """Import per-kernel sample counts of a continuous profiler (CSV or JSON: kernel, samples[, share]).
+def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str,
+                       sample_type: str | None) -> None:
+    """Import a continuous profiler's samples: pprof, folded stacks, or per-kernel CSV/JSON.
+
+    PATH is a pprof profile (profile.proto, .pb.gz), folded stacks (`frame;...;leaf COUNT` lines) or a
+    per-kernel CSV (kernel,samples[,share_pct]) or JSON export. A stack sample counts for the CUDA-kernel
+    frame of its stack: the leaf-most frame naming a kernel of the cell's ncu_kernels.json or
+    kernel_times.json, else one marked `[GPU Kernel] NAME`, else the leaf under a CUDA launch call; samples
+    with none are left out and reported (docs/timeshare.md).
 
     \b
     Example:
-      perftunereport import_samples --campaign campaigns/h200-decoder-layer --cell-id decode-b16-kv2048 \\
-          tests/data/samples/zymtrace_like_gpu_kernels.csv
+      perftunereport import_samples --campaign campaigns/h200-decoder-layer --cell-id prefill-b8-s1024 \\
+          tests/data/samples/parca_like_gpu_kernels.pb.gz
     """
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_samples
 
-    print_timeshare_summary(import_samples(campaign_dir, cell_id, path, replace=replace))
+    print_timeshare_summary(import_samples(campaign_dir, cell_id, path, replace=replace, sample_type=sample_type),
+                            fmt)
 
 
 @cli.command(name="import_step_budget")
@@ -184,7 +199,9 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
 
     \b
     Example:
-      perftunereport import_step_budget --bundle B campaigns/h200-decoder-layer/captures/decode/torch_trace.json.gz
+      perftunereport bundle init --id h200-decode
+      perftunereport import_step_budget --bundle experiments/artifacts/inference-perf-bench/h200-decode \\
+          campaigns/h200-decoder-layer/captures/decode/torch_trace.json.gz
     """
     from perfreport.timeshare.step_budget import import_step_budget
 
@@ -200,18 +217,22 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
 @cli.command(name="query")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder whose cells are loaded into DuckDB.")
-@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON objects.")
+@format_option(csv="a header and one line per row", json="a list of row objects (JSON columns as JSON)")
 @click.argument("sql")
-def query_cmd(campaign_dir: Path, as_json: bool, sql: str) -> None:
+def query_cmd(campaign_dir: Path, fmt: str, sql: str) -> None:
     """Run SQL over a campaign's tables and views (ncu_kernels, kernel_times, kernel_samples, kernel_join).
 
-    Example: perftunereport query --campaign campaigns/h200-decoder-layer
-    "SELECT cell_id, function, amdahl_bound_pct FROM kernel_join ORDER BY 3 DESC LIMIT 5"
+    \b
+    Example:
+      perftunereport query --campaign campaigns/h200-decoder-layer \\
+          "SELECT cell_id, function, amdahl_bound_pct FROM kernel_join ORDER BY 3 DESC LIMIT 5"
+      perftunereport query --campaign campaigns/h200-decoder-layer --format csv \\
+          "SELECT cell_id, function, duration_ns, sol_pct FROM ncu_kernels ORDER BY duration_ns DESC"
     """
     from perfreport.cli.printing import print_query_result
     from perfreport.warehouse.db import query
 
-    print_query_result(query(campaign_dir, sql), as_json=as_json)
+    print_query_result(query(campaign_dir, sql), fmt)
 
 
 @cli.command(name="report_render")
@@ -219,7 +240,8 @@ def query_cmd(campaign_dir: Path, as_json: bool, sql: str) -> None:
               help="Campaign folder to render. Example: campaigns/h200-decoder-layer")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
               help="Site root; the campaign goes to <out>/<campaign>/ and <out>/index.html lists campaigns.")
-def report_render_cmd(campaign_dir: Path, out_dir: Path) -> None:
+@format_option(csv="one row per page written (page, bytes)", json="the site, the index, the pages and the downloads")
+def report_render_cmd(campaign_dir: Path, out_dir: Path, fmt: str) -> None:
     """Render the static offline campaign site (pages 01-07, per-cell pages, comparisons).
 
     Example: perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
@@ -227,7 +249,7 @@ def report_render_cmd(campaign_dir: Path, out_dir: Path) -> None:
     from perfreport.cli.printing import print_render_summary
     from perfreport.site.render import report_render
 
-    print_render_summary(report_render(campaign_dir, out_dir))
+    print_render_summary(report_render(campaign_dir, out_dir), fmt)
 
 
 @cli.group()
@@ -288,7 +310,10 @@ def bundle_init_cmd(bundle_id: str, root: Path) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
               help="Site root for the rendered campaign.")
 def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
-    """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`)."""
+    """Import every capture of a campaign, print the kernel tables, render its site (the README's `make demo`).
+
+    Example: perftunereport demo --campaign campaigns/h200-decoder-layer --out site
+    """
     from perfreport.cli.printing import print_import_summary, print_render_summary, print_timeshare_summary
     from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import ImportResult
@@ -297,7 +322,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
 
     for result in import_campaign(campaign_dir):
         if isinstance(result, ImportResult):
-            print_import_summary(result, as_json=False)
+            print_import_summary(result)
         else:
             print_timeshare_summary(result)
     click.echo(f"next lever (campaign): {campaign_next_lever(campaign_dir)}")
@@ -307,13 +332,13 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
 @cli.command(name="value_view")
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder holding config.yaml and levers.yaml. Example: campaigns/h200-decoder-layer")
-@click.option("--json", "as_json", is_flag=True, help="Print the ranked frontier as JSON "
-                                                      "(perfreport/config/schemas/value_view.schema.json).")
+@format_option(csv="one row per kernel, by measured time saved (the one ranking, every kernel)",
+               json="the whole view, levers ranked (perfreport/config/schemas/value_view.schema.json)")
 @click.option("--handoff", "handoff", type=click.Path(path_type=Path), default=None,
               help="Rewrite only the `## Frontier` section of this HANDOFF.md (created when absent). "
                    "Example: --handoff experiments/artifacts/inference-perf-bench/h200-decode/HANDOFF.md")
 @click.option("--strict", is_flag=True, help="Unknown keys in config.yaml or levers.yaml become errors.")
-def value_view_cmd(campaign_dir: Path, as_json: bool, handoff: Path | None, strict: bool) -> None:
+def value_view_cmd(campaign_dir: Path, fmt: str, handoff: Path | None, strict: bool) -> None:
     """Rank the campaign's kernels by measured time saved and its levers.yaml estimates; name the next lever.
 
     \b
@@ -326,7 +351,7 @@ def value_view_cmd(campaign_dir: Path, as_json: bool, handoff: Path | None, stri
     view = value_view(campaign_dir, strict=strict)
     if handoff is not None:
         click.echo(f"updated the Frontier section of {update_handoff(handoff, view)}", err=True)
-    print_value_view(view, as_json=as_json)
+    print_value_view(view, fmt)
 
 
 @cli.command(name="publish_to_lake")

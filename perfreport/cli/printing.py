@@ -1,4 +1,5 @@
-"""All terminal printing of the CLI: the tables after an import, a query, a render and the value view."""
+"""All terminal printing of the CLI: the tables after an import, a query, a render and the value view, each also
+as CSV rows or one JSON document (--format; perfreport/cli/output.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from perfreport.cli.output import Rows, console, emit, print_table
 
 if TYPE_CHECKING:
     from perfreport.frontier.value_view import ValueView
     from perfreport.ncu.importer import ImportResult
-
-
-def _console(width: int) -> Console:
-    """A console that prints data as text: no markup (a kernel named `x[/]` or `[abi:cxx11]` prints as itself),
-    no emoji codes, no highlighting."""
-    return Console(width=width, markup=False, emoji=False, highlight=False)
 
 
 def _safe(text: str) -> str:
@@ -64,18 +60,23 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def print_import_summary(result: ImportResult, as_json: bool, console: Console | None = None,
-                         next_lever: str | None = None) -> None:
-    """Print what an import wrote: a rich table, or a JSON object for machines; then the campaign's next lever
-    (frontier.candidates: the same one page 1, page 7 and value_view name)."""
-    if as_json:
-        print(json.dumps({
-            "path": str(result.path), "campaign": result.campaign, "cell_id": result.cell_id,
-            "sources": [s["id"] for s in result.sources], "kernels": len(result.kernels),
-            "warnings": result.warnings, "next_lever": next_lever,
-        }, sort_keys=True))
-        return
-    console = console or _console(200)
+IMPORT_COLUMNS = ("function", "instance", "launches", "family", "duration_ns", "arithmetic_intensity",
+                  "achieved_tflops", "sol_pct", "sol_ceiling_key", "pct_of_achievable", "achieved_occupancy_pct",
+                  "theoretical_occupancy_pct", "bound", "source", "name")
+
+
+def print_import_summary(result: ImportResult, fmt: str = "table", next_lever: str | None = None) -> None:
+    """Print what an import wrote: a rich table, its kernels as CSV rows, or a JSON summary; the table ends with the
+    campaign's next lever (frontier.candidates: the same one page 1, page 7 and value_view name)."""
+    emit(fmt, lambda: _import_table(result, next_lever),
+         lambda: (IMPORT_COLUMNS, [[k.get(c) for c in IMPORT_COLUMNS] for k in result.kernels]),
+         lambda: {"path": str(result.path), "campaign": result.campaign, "cell_id": result.cell_id,
+                  "sources": [s["id"] for s in result.sources], "kernels": len(result.kernels),
+                  "warnings": result.warnings, "next_lever": next_lever})
+
+
+def _import_table(result: ImportResult, next_lever: str | None) -> None:
+    out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")
     for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
@@ -84,29 +85,16 @@ def print_import_summary(result: ImportResult, as_json: bool, console: Console |
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for row in kernel_rows(result.kernels):
         table.add_row(*row)
-    console.print(table)
+    print_table(table, out)
     for w in result.warnings:
-        console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
-    console.print(_safe(f"wrote {result.path}"))
+        out.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
+    out.print(_safe(f"wrote {result.path}"))
     if next_lever is not None:
-        console.print(_safe(f"next lever (campaign): {next_lever}"))
+        out.print(_safe(f"next lever (campaign): {next_lever}"))
 
 
 if TYPE_CHECKING:
     from perfreport.warehouse.db import QueryResult
-
-
-def _query_json_value(v: Any) -> Any:
-    """json.dumps fallback for DuckDB values: DECIMAL as float, dates ISO, bytes hex, anything else str."""
-    from decimal import Decimal
-
-    if isinstance(v, Decimal):
-        return float(v)
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    if isinstance(v, bytes | bytearray):
-        return v.hex()
-    return str(v)
 
 
 QUERY_CELL_WIDTH = 100  # longer text (demangled kernel names run to 2,000 characters) is cut in the table
@@ -120,68 +108,97 @@ def _query_cell(v: Any) -> str:
     return _short(str(v), QUERY_CELL_WIDTH)
 
 
-def print_query_result(result: QueryResult, as_json: bool, console: Console | None = None) -> None:
-    """Print query rows: a rich table (floats to 6 significant digits), or JSON objects with every digit."""
-    if as_json:
+def print_query_result(result: QueryResult, fmt: str = "table", title: str | None = None) -> None:
+    """Print query rows: a rich table (floats to 6 significant digits, text cut), CSV rows or JSON objects, both
+    with every value in full (JSON columns as JSON)."""
+    def doc() -> list[dict[str, Any]]:
         is_json = [t == "JSON" for t in (result.types or [""] * len(result.columns))]
-        rows = [{c: (json.loads(v) if j and isinstance(v, str) else v)
+        return [{c: (json.loads(v) if j and isinstance(v, str) else v)
                  for c, v, j in zip(result.columns, row, is_json, strict=True)} for row in result.rows]
-        print(json.dumps(rows, sort_keys=True, ensure_ascii=False, default=_query_json_value))
-        return
-    cells = [[_query_cell(v) for v in row] for row in result.rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
-    console = console or _console(max(80, sum(widths) + 3 * len(widths) + 1))
+
+    emit(fmt, lambda: _query_table(result, title), lambda: (result.columns, result.rows), doc)
+
+
+def _query_table(result: QueryResult, title: str | None = None) -> None:
+    out = console()
+    if title is not None:
+        out.print(_safe(title))
     if not result.columns:
-        console.print("(the statement returned no result set)")
+        out.print("(the statement returned no result set)")
         return
-    table = Table(caption=f"{len(cells)} row(s); floats to 6 significant digits, text to {QUERY_CELL_WIDTH} "
-                          f"characters (--json prints every value in full)", caption_justify="left")
+    table = Table()
     for i, col in enumerate(result.columns):
         numeric = any(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in result.rows)
         table.add_column(_safe(col), no_wrap=True, justify="right" if numeric else "left")
-    for row in cells:
-        table.add_row(*row)
-    console.print(table)
+    for row in result.rows:
+        table.add_row(*[_query_cell(v) for v in row])
+    print_table(table, out)
+    out.print(f"{len(result.rows)} row(s); floats to 6 significant digits, text to {QUERY_CELL_WIDTH} characters "
+              f"(--format csv or --format json prints every value in full)")
 
 
 if TYPE_CHECKING:
     from perfreport.timeshare import TimeshareResult
 
 
-def print_timeshare_summary(result: TimeshareResult, console: Console | None = None) -> None:
-    """Print the kernels of a time-share import by share (desc): instances and total ms, or sample counts."""
+TIMESHARE_COLUMNS = {
+    "kernel_times": ("function", "op", "shapes", "instances", "total_ns", "share_pct", "source", "name"),
+    "kernel_samples": ("function", "samples", "share_pct", "source", "name"),
+}
+
+
+def print_timeshare_summary(result: TimeshareResult, fmt: str = "table") -> None:
+    """Print the kernels of a time-share import by share (desc): instances and total ms, or sample counts; as a
+    table, CSV rows or a JSON summary."""
+    rows = sorted(result.kernels, key=lambda k: (-k["share_pct"], k["name"], k.get("op") or "", k.get("shapes") or ""))
+    cols = TIMESHARE_COLUMNS.get(result.kind, TIMESHARE_COLUMNS["kernel_times"])
+    emit(fmt, lambda: _timeshare_table(result, rows), lambda: (cols, [[k.get(c) for c in cols] for k in rows]),
+         lambda: {"path": str(result.path), "campaign": result.campaign, "cell_id": result.cell_id,
+                  "kind": result.kind, "sources": [s["id"] for s in result.sources], "kernels": len(rows),
+                  "warnings": result.warnings})
+
+
+def _timeshare_table(result: TimeshareResult, rows: list[dict[str, Any]]) -> None:
     from perfreport.ncu.kernel_identity import simplify
 
-    console = console or _console(170)
+    out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}{', ' + s['report'] if s['report'] else ''}]" for s in result.sources)
-    console.print(_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), soft_wrap=True)
+    out.print(_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"))
     table = Table()
     times = result.kind == "kernel_times"
     ops = any(k.get("op") for k in result.kernels)  # a trace recorded with shapes: rows per launching op
     cols = ("kernel", "instances", "total ms", "share %") if times else ("kernel", "samples", "share %")
     for i, col in enumerate(cols + (("launched by",) if ops else ())):
         table.add_column(col, justify="right" if 0 < i < len(cols) else "left", no_wrap=True)
-    rows = sorted(result.kernels, key=lambda k: (-k["share_pct"], k["name"], k.get("op") or "", k.get("shapes") or ""))
     shared = {k["function"] for k in rows if sum(r["function"] == k["function"] for r in rows) > 1}
     for k in rows:
         label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 60 if ops else 90)
         nums = ([f"{k['instances']:,}", f"{k['total_ns'] / 1e6:,.3f}"] if times else [f"{k['samples']:,}"])
         op = [_short(f"{k['op']} {k['shapes']}" if k.get("op") else "—", 56)] if ops else []
         table.add_row(label, *nums, f"{k['share_pct']:.2f}", *op)
-    console.print(table)
+    print_table(table, out)
     for w in result.warnings:
-        console.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
-    console.print(_safe(f"wrote {result.path}"))
+        out.print(Text.assemble(("warning:", "yellow"), " ", _safe(w)))
+    out.print(_safe(f"wrote {result.path}"))
 
 
 if TYPE_CHECKING:
     from perfreport.site.render import RenderResult
 
 
-def print_render_summary(result: RenderResult, console: Console | None = None, max_rows: int = 30) -> None:
-    """Print what report_render wrote: each page with its size (cell pages summed past max_rows), the index."""
-    console = console or _console(120)
-    console.print(_safe(f"{result.campaign}: site written to {result.campaign_site}"))
+def print_render_summary(result: RenderResult, fmt: str = "table", max_rows: int = 30) -> None:
+    """Print what report_render wrote: each page with its size (cell pages summed past max_rows in the table), the
+    index; CSV: one row per page; JSON: the pages and the totals."""
+    emit(fmt, lambda: _render_table(result, max_rows),
+         lambda: (("page", "bytes"), [(str(p), n) for p, n in result.pages]),
+         lambda: {"campaign": result.campaign, "site": str(result.campaign_site), "index": str(result.index_path),
+                  "pages": [{"page": str(p), "bytes": n} for p, n in result.pages], "downloads": result.downloads,
+                  "download_bytes": result.download_bytes, "static": [str(p) for p in result.static]})
+
+
+def _render_table(result: RenderResult, max_rows: int) -> None:
+    out = console()
+    out.print(_safe(f"{result.campaign}: site written to {result.campaign_site}"))
     table = Table(show_header=True)
     table.add_column("page", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
@@ -194,25 +211,40 @@ def print_render_summary(result: RenderResult, console: Console | None = None, m
         big = max(cells, key=lambda c: (c[1], c[0].name))
         table.add_row(f"cell-*.html x {len(cells)} (largest {big[0].name}, {big[1] / 1024:,.1f} KiB)",
                       f"{sum(n for _, n in cells) / 1024:,.1f} KiB")
-    console.print(table)
+    print_table(table, out)
     total = sum(size for _, size in result.pages)
     largest = max(result.pages, key=lambda p: (p[1], p[0].name))
-    console.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
+    out.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
                   f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads, "
-                  f"{result.download_bytes / 1024:,.1f} KiB; plotly.js: {result.plotly_js}")
-    console.print(_safe(f"index: {result.index_path}"))
+                  f"{result.download_bytes / 1024:,.1f} KiB; static: {', '.join(p.name for p in result.static)}")
+    out.print(_safe(f"index: {result.index_path}"))
 
 
-def print_value_view(view: ValueView, as_json: bool = False) -> None:
-    from perfreport.frontier.value_view import pct_text, view_json
+VALUE_VIEW_COLUMNS = ("rank", "cell_id", "kernel", "kernel_id", "pct_of_roof", "saved_pct", "saved_ms",
+                      "saved_us_per_step", "ceiling_key", "basis")
 
-    """Print the frontier (a rich table, or JSON); the text always ends with the three closing lines."""
-    if as_json:
-        click.echo(json.dumps(view_json(view), sort_keys=True, ensure_ascii=False, indent=2))
-        return
+
+def print_value_view(view: ValueView, fmt: str = "table") -> None:
+    """Print the frontier: rich tables ending with the three closing lines, the kernel ranking as CSV rows (every
+    kernel), or the whole view as JSON (perfreport/config/schemas/value_view.schema.json)."""
+    from perfreport.frontier.value_view import view_json
+
+    if fmt == "csv":  # the table prints them too; JSON carries them
+        for w in view.warnings:
+            click.echo(f"warning: {w}", err=True)
+    emit(fmt, lambda: _value_view_tables(view),
+         lambda: (VALUE_VIEW_COLUMNS, [(i, k.cell_id, k.label, k.kernel_id, k.pct_of_roof, k.saved_pct, k.saved_ms,
+                                        k.saved_us_per_step, k.ceiling_key, k.basis)
+                                       for i, k in enumerate(view.kernels, start=1)]),
+         lambda: view_json(view), indent=2)
+
+
+def _value_view_tables(view: ValueView) -> None:
+    from perfreport.frontier.value_view import pct_text
+
     for w in view.warnings:
         click.echo(f"warning: {w}", err=True)
-    console = _console(170)
+    out = console()
     if view.kernels:
         ranked = Table(title=_safe(f"{view.campaign}: kernels by measured time saved (the one ranking; top 10)"),
                        title_justify="left")
@@ -221,7 +253,7 @@ def print_value_view(view: ValueView, as_json: bool = False) -> None:
         for i, k in enumerate(view.kernels[:10], start=1):
             ranked.add_row(str(i), k.cell_id, _short(k.label, 48), pct_text(k.pct_of_roof), pct_text(k.saved_pct),
                            _safe(k.basis))
-        console.print(ranked)
+        print_table(ranked, out)
     if not view.levers:
         for line in view.final_lines():
             click.echo(line)
@@ -235,6 +267,70 @@ def print_value_view(view: ValueView, as_json: bool = False) -> None:
         table.add_row(str(i), _safe(f"{v.spec.id}: {v.spec.lever}"), v.spec.status, _safe(v.spec.kernel),
                       v.cell_id or "—", pct_text(v.value_pct), pct_text(v.bound_pct), _safe(v.spec.cost),
                       "—" if v.score is None else f"{v.score:.2f}", _safe(v.spec.why_lost or v.spec.gate))
-    console.print(table)
+    print_table(table, out)
     for line in view.final_lines():
         click.echo(line)
+
+
+if TYPE_CHECKING:
+    from perfreport.lake.compare import CompareResult
+    from perfreport.lake.history import Commit
+
+HISTORY_COLUMNS = ("table", "snapshot_id", "parent_id", "timestamp_utc", "operation", "counts", "folded")
+
+
+def print_history(commits: list[Commit], fmt: str = "table") -> None:
+    """Print a lake table's commits, oldest first: a table, CSV rows (counts as a JSON object) or JSON objects."""
+    def row(c: Commit) -> tuple[Any, ...]:
+        return (c.table, c.snapshot_id, c.parent_id, c.timestamp.isoformat(), c.operation, c.counts, c.folded)
+
+    emit(fmt, lambda: _history_table(commits), lambda: (HISTORY_COLUMNS, [row(c) for c in commits]),
+         lambda: [dict(zip(HISTORY_COLUMNS, row(c), strict=True)) for c in commits])
+
+
+def _history_table(commits: list[Commit]) -> None:
+    out = console()
+    if not commits:
+        out.print("(no snapshots)")
+        return
+    table = Table(title=_safe(f"lake table {commits[0].table}: commits, oldest first"), title_justify="left")
+    for col, just in (("snapshot_id", "right"), ("parent_id", "right"), ("timestamp (UTC)", "left"),
+                      ("operation", "left"), ("counts", "left")):
+        table.add_column(col, justify=just, no_wrap=True, min_width=23 if col.startswith("time") else None)  # type: ignore[arg-type]
+    for c in commits:
+        folded = f" (folds {', '.join(map(str, c.folded))})" if c.folded else ""
+        table.add_row(str(c.snapshot_id), "-" if c.parent_id is None else str(c.parent_id),
+                      c.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], c.operation,
+                      ", ".join(f"{k} {v}" for k, v in c.counts.items()) + folded)
+    print_table(table, out)
+
+
+def compare_rows(result: CompareResult) -> Rows:
+    """One row per (group, kernel, cell): the groups' wide tables as one long table, one header for all."""
+    columns = ("group", "function", "set", "n", "campaign", "cell_id", result.vary, result.metric)
+    rows = [(g_i, *row[:3], camp, cell, value, row[3 + c_i])
+            for g_i, g in enumerate(result.groups, start=1) for row in g.rows
+            for c_i, (camp, cell, value) in enumerate(g.cells)]
+    return columns, rows
+
+
+def print_compare(result: CompareResult, fmt: str = "table") -> None:
+    """Print a lake comparison: one table per comparable group and the cells not comparable; CSV: the groups as one
+    long table (the cells not comparable go to stderr); JSON: groups with their rows, and the cells not comparable."""
+    from perfreport.warehouse.db import QueryResult
+
+    def table() -> None:
+        for g in result.groups:
+            cells = ", ".join(f"{camp}/{cid}" for camp, cid, _ in g.cells)
+            _query_table(QueryResult(g.columns, g.rows), title=f"{result.metric} by {result.vary}: {cells}")
+        for line in result.not_comparable:
+            click.echo(f"not comparable: {line}")
+
+    if fmt == "csv":
+        for line in result.not_comparable:
+            click.echo(f"not comparable: {line}", err=True)
+    emit(fmt, table, lambda: compare_rows(result),
+         lambda: {"metric": result.metric, "vary": result.vary, "not_comparable": result.not_comparable,
+                  "groups": [{"cells": [{"campaign": camp, "cell_id": cid, result.vary: value}
+                                        for camp, cid, value in g.cells],
+                              "rows": [dict(zip(g.columns, r, strict=True)) for r in g.rows]} for g in result.groups]})

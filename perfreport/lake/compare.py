@@ -117,11 +117,3 @@ def _why_not(cell: dict[str, Any], cells: list[dict[str, Any]], others: list[str
         return f"{who}: same {name} ({_label(cell[name])}) as {nearest['campaign']}/{nearest['cell_id']}"
     return f"{who}: differs from {nearest['campaign']}/{nearest['cell_id']} in {', '.join(diff)}"
 
-
-def compare_summary(result: CompareResult) -> list[tuple[str, list[str], list[tuple[Any, ...]]]]:
-    """Return (title, columns, rows) per comparable group, for the CLI to print."""
-    out = []
-    for g in result.groups:
-        cells = ", ".join(f"{camp}/{cid}" for camp, cid, _ in g.cells)
-        out.append((f"{result.metric} by {result.vary}: {cells}", g.columns, g.rows))
-    return out

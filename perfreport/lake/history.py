@@ -74,19 +74,6 @@ def lake_history(lake: str | Path | None, table: str = "kernels") -> list[Commit
     return commits
 
 
-def history_summary(commits: list[Commit]) -> str:
-    """Return the history as aligned text lines, one commit per line."""
-    if not commits:
-        return "(no snapshots)"
-    lines = [f"{'snapshot_id':>20}  {'parent_id':>20}  {'timestamp (UTC)':<23}  {'operation':<16}  counts"]
-    for c in commits:
-        counts = ", ".join(f"{k} {v}" for k, v in c.counts.items())
-        folded = f" (folds {', '.join(map(str, c.folded))})" if c.folded else ""
-        lines.append(f"{c.snapshot_id:>20}  {c.parent_id if c.parent_id is not None else '-':>20}  "
-                     f"{c.timestamp.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]:<23}  {c.operation:<16}  {counts}{folded}")
-    return "\n".join(lines)
-
-
 def tables_as_of(catalog: Any, where: Path | str, snapshot_id: int | None) -> dict[str, Any]:
     """Return name -> Arrow table: current snapshots, or the tables as of snapshot_id.
 
