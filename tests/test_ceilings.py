@@ -12,7 +12,7 @@ import perfreport.config.ceilings as ceilings_module
 from perfreport.config.ceilings import CeilingRef, Ceilings, classify_family, load_ceilings
 from perfreport.errors import ConfigError, InputError, PerfReportError
 
-HARDWARE = ["a100_sm80", "b200_sm100", "gb300_sm100", "h100_sm90", "h200_sm90"]
+HARDWARE = ["a100_sm80", "b200_sm100", "b300_sm103", "gb200_sm100", "gb300_sm103", "h100_sm90", "h200_sm90"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_headline_values(ceilings: Ceilings) -> None:
     assert ceilings.value("a100_sm80.fp64_tensor_tflops") == pytest.approx(19.5)
     assert ceilings.value("a100_sm80.hbm_tbps") == pytest.approx(2.039)
     assert ceilings.value("b200_sm100.fp4_dense_tflops") > ceilings.value("b200_sm100.fp8_dense_tflops")
-    assert ceilings.value("gb300_sm100.fp4_dense_tflops") > ceilings.value("b200_sm100.fp4_dense_tflops")
+    assert ceilings.value("gb300_sm103.fp4_dense_tflops") > ceilings.value("b200_sm100.fp4_dense_tflops")
 
 
 def test_dense_from_sparse_is_said_in_source(ceilings: Ceilings) -> None:
@@ -330,7 +330,8 @@ def test_ceiling_for_unknown_hardware_family_dtype(ceilings: Ceilings) -> None:
         ceilings.ceiling_for("h200", "gemm")
     with pytest.raises(PerfReportError, match="kernel family 'matmul'.*known families: attention"):
         ceilings.ceiling_for("h200_sm90", "matmul")
-    dtypes = "bf16, fp16, fp4, fp64, fp8, int8, tf32"
+    dtypes = ("bf16, fp16, fp16_dst_fp16, fp4, fp4_fp6, fp4_fp6_dst_fp16, fp4_fp6_fp8, fp4_fp6_fp8_dst_fp16, fp64, "
+              "fp8, fp8_dst_fp16, int8, tf32")
     with pytest.raises(PerfReportError, match=f"tensor dtype 'fp6'.*known: {dtypes}"):
         ceilings.ceiling_for("h200_sm90", "gemm", "fp6")
 
