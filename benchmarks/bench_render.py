@@ -6,7 +6,8 @@ arithmetic intensity and throughput; each cell also gets a kernel_times.json (ti
   - baseline: DuckDB alone, `read_json` over the 200 ncu_kernels.json files (count the kernel rows),
   - report_render of the whole site (warehouse load, gather, every page, every CSV/JSON download, writes),
     and separately the warehouse alone and the gather step,
-  - page sizes (largest page besides the shared plotly.js) and the roofline's point count and trace types,
+  - page sizes (largest page besides the shared static files) and the roofline's point count and trace types,
+  - the site's weight: every file under the site folder, the static files, and which plotly.js each page loads,
   - optionally (if playwright + Chromium are there): the roofline page opened in headless Chromium, time to
     draw and time of one zoom (Plotly.relayout), i.e. whether 10,000 points stay interactive.
 
@@ -133,6 +134,21 @@ def render(camp: Path, site: Path) -> tuple[float, float, Any]:
     return time.perf_counter() - start, time.process_time() - cpu, result
 
 
+def weight(result: Any) -> str:
+    """The site's weight on disk: every file (pages, downloads, static, index), and which plotly.js pages load."""
+    files = [p for p in result.site_dir.rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    static = sorted((p.name, p.stat().st_size) for p in files if p.parent.name == "static")
+    loads: dict[str, int] = {}
+    for page, _ in result.pages:
+        html = page.read_text(encoding="utf-8")
+        bundle = next((b for b in ("plotly-basic.min.js", "plotly.min.js") if f"static/{b}" in html), "none")
+        loads[bundle] = loads.get(bundle, 0) + 1
+    return (f"site weight: {total:,} bytes ({total / 2**20:.1f} MiB) in {len(files)} files; static "
+            + ", ".join(f"{n} {b:,}" for n, b in static) + "; pages loading plotly.js: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(loads.items())))
+
+
 def browser_check(page: Path) -> str:
     try:
         from playwright.sync_api import sync_playwright
@@ -185,9 +201,10 @@ def main() -> None:
               f"{load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(stages(camp))
         pages = sorted(result.pages, key=lambda p: -p[1])
-        plotly_js = result.plotly_js.stat().st_size
+        shared = sum(p.stat().st_size for p in result.static)
         print(f"{len(pages)} pages, {sum(s for _, s in pages) / 2**20:.1f} MiB; {result.downloads} downloads "
-              f"{result.download_bytes / 2**20:.1f} MiB; shared plotly.min.js {plotly_js / 2**20:.2f} MiB")
+              f"{result.download_bytes / 2**20:.1f} MiB; shared static files {shared / 2**20:.2f} MiB")
+        print(weight(result))
         print("largest pages: " + ", ".join(f"{p.name} {s / 2**20:.2f} MiB" for p, s in pages[:4]))
         html = (result.campaign_site / "05-roofline.html").read_text()
         print(f"roofline: {html.count('scattergl')} Scattergl traces; target: every page < 2 MB (2,000,000 bytes): "

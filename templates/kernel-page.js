@@ -23,7 +23,7 @@
     if (Math.abs(v) >= 1e4) return Math.round(v).toLocaleString("en-US");
     return String(Number(v.toPrecision(4)));
   }
-  function us(ns) { return isNum(ns) ? num(ns / 1e3) + " \u00b5s" : DASH; }
+  function us(ns) { return isNum(ns) ? num(ns / 1e3) : DASH; }  // the unit is in the column header
   function link(href, text) { var a = el("a", text); a.href = href; return a; }
   function label(k) { return k.id + " " + k["function"] + (k.instance ? " #" + k.instance : ""); }
   function section(title, id) {
@@ -33,13 +33,24 @@
     root.appendChild(s);
     return s;
   }
-  // rows: arrays of cells (text, number or a DOM node); numeric: indexes right-aligned; wrap: indexes that wrap
-  function table(id, headers, rows, numeric, wrap) {
+  // A numeric cell: its text and the raw value it sorts on (null: an em dash, kept last in either direction).
+  function n(value, text) { return {text: text, sort: isNum(value) ? String(value) : ""}; }
+  // rows: arrays of cells (text, a DOM node, or n(value, text)); numeric: indexes of number columns (right-aligned,
+  // sorted on their raw values); wrap: indexes that wrap. Sortable and filterable (site-tables.js) unless `plain`.
+  function table(id, headers, rows, numeric, wrap, plain) {
     var box = el("div", null, "scroll");
-    var t = el("table");
+    var t = el("table", null, plain ? null : "data");
     t.id = id;
     var tr = el("tr");
-    headers.forEach(function (h) { tr.appendChild(el("th", h)); });
+    headers.forEach(function (h, i) {
+      var th = el("th", h);
+      if ((numeric || []).indexOf(i) >= 0) {
+        th.className = "num";
+        th.setAttribute("data-sort-method", "num");
+        th.setAttribute("data-sort-reverse", "");
+      }
+      tr.appendChild(th);
+    });
     var head = el("thead");
     head.appendChild(tr);
     t.appendChild(head);
@@ -49,30 +60,45 @@
       r.forEach(function (c, i) {
         var td = el("td");
         if (c instanceof Node) td.appendChild(c);
-        else td.textContent = c === null || c === undefined || c === "" ? DASH : String(c);
-        if ((numeric || []).indexOf(i) >= 0) td.style.textAlign = "right";
-        if ((wrap || []).indexOf(i) >= 0) td.className = "wrap";
+        else if (c !== null && typeof c === "object") {
+          td.textContent = c.text;
+          td.setAttribute("data-sort", c.sort);
+        } else if (c === null || c === undefined || c === "") {
+          td.textContent = DASH;
+          td.setAttribute("data-sort", "");
+        } else td.textContent = String(c);
+        var cls = [];
+        if ((numeric || []).indexOf(i) >= 0) cls.push("num");
+        if ((wrap || []).indexOf(i) >= 0) cls.push("wrap");
+        if (cls.length) td.className = cls.join(" ");
         row.appendChild(td);
       });
       body.appendChild(row);
     });
     t.appendChild(body);
     box.appendChild(t);
-    return box;
+    var wrap = el("div");  // holds the filter box above the scroll box
+    wrap.appendChild(box);
+    if (!plain && window.PerfreportTables) window.PerfreportTables.enhance(t);
+    return wrap;
   }
+  function code(text) { return el("code", text); }
 
   function list(missing) {
     if (missing) root.appendChild(el("p", "No kernel row " + missing + " in cell " + data.cell + ".", "missing"));
     if (!kernels.length) {
-      root.appendChild(el("p", "Cell " + data.cell + " has no ncu kernel rows: import a capture with " +
-                               "`perftunereport import_ncu`, then render again.", "missing"));
+      var empty = el("p", "Cell " + data.cell + " has no ncu kernel rows: import a capture with ", "missing");
+      empty.appendChild(code("perftunereport import_ncu"));
+      empty.appendChild(document.createTextNode(", then render again."));
+      root.appendChild(empty);
       return;
     }
     var s = section("Kernel rows of cell " + data.cell, "kernel-list");
-    s.appendChild(table("kernel-list-table", ["kernel", "family", "launches", "duration", "bound", "demangled name"],
+    s.appendChild(table("kernel-list-table", ["kernel", "family", "launches", "duration (\u00b5s)", "bound",
+                                              "demangled name"],
       kernels.map(function (k) {
-        return [link("#" + encodeURIComponent(k.id), label(k)), k.family, k.launches, us(k.duration_ns), k.bound,
-                k.name];
+        return [link("#" + encodeURIComponent(k.id), label(k)), k.family, n(k.launches, num(k.launches)),
+                n(k.duration_ns, us(k.duration_ns)), k.bound, k.name];
       }), [2, 3], [5]));
   }
 
@@ -93,17 +119,18 @@
       ["ceilings", "%SoL against " + (k.sol_ceiling_key || DASH) + "; % of achievable against " +
                    (k.achievable_key || "no measured ceiling on this hardware")]
     ];
-    s.appendChild(table("identity-table", ["", ""], rows, [], [1]));
+    s.appendChild(table("identity-table", ["", ""], rows, [], [1], true));
     var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
     if (joined.length) {
       s.appendChild(el("h3", "Time share and Amdahl bound (kernel_join)"));
-      s.appendChild(table("join-table", ["kernel", "time share", "share split by", "launched by", "input shapes",
-                                         "total ms", "time source", "instances", "executed / useful FLOPs",
-                                         "Amdahl bound", "bound against"],
+      s.appendChild(table("join-table", ["kernel", "time share (%)", "share split by", "launched by",
+                                         "input shapes", "total (ms)", "time source", "instances",
+                                         "executed / useful FLOPs", "Amdahl bound (%)", "bound against"],
         joined.map(function (r) {
-          return [r.label, isNum(r.time_share_pct) ? num(r.time_share_pct) + "%" : DASH, r.share_split, r.op,
-                  r.shapes, num(r.total_ms), r.time_source, num(r.instances), num(r.executed_per_useful),
-                  isNum(r.amdahl_bound_pct) ? num(r.amdahl_bound_pct) + "%" : DASH, r.amdahl_basis];
+          return [r.label, n(r.time_share_pct, num(r.time_share_pct)), r.share_split, r.op, r.shapes,
+                  n(r.total_ms, num(r.total_ms)), r.time_source, n(r.instances, num(r.instances)),
+                  n(r.executed_per_useful, num(r.executed_per_useful)),
+                  n(r.amdahl_bound_pct, num(r.amdahl_bound_pct)), r.amdahl_basis];
         }), [1, 5, 7, 8, 9], [4, 10]));
     } else {
       s.appendChild(el("p", "No time share for this row: import a timeline of the cell (import_nsys or " +
@@ -134,14 +161,14 @@
       var metrics = f.metrics.join("\n");
       if (v !== null && typeof v === "object") {
         Object.keys(v).sort().forEach(function (sub) {
-          rows.push([f.field + "." + sub, num(v[sub]), DASH, f.unit, f.formula, metrics]);
+          rows.push([f.field + "." + sub, n(v[sub], num(v[sub])), null, f.unit, f.formula, metrics]);
         });
-        if (!Object.keys(v).length) rows.push([f.field, DASH, DASH, f.unit, f.formula, metrics]);
+        if (!Object.keys(v).length) rows.push([f.field, n(null, DASH), null, f.unit, f.formula, metrics]);
         return;
       }
       var st = stats[f.field];
-      var range = st && st.n > 1 ? num(st.min) + " \u2013 " + num(st.max) + " (" + st.n + " launches)" : DASH;
-      rows.push([f.field, v === null || v === undefined ? "not captured" : num(v), range, f.unit, f.formula,
+      var range = st && st.n > 1 ? num(st.min) + " \u2013 " + num(st.max) + " (" + st.n + " launches)" : null;
+      rows.push([f.field, n(v, v === null || v === undefined ? "not captured" : num(v)), range, f.unit, f.formula,
                  metrics]);
     });
     s.appendChild(el("p", "Means over the row's launches; null counters stay \u201cnot captured\u201d (never 0). " +
@@ -164,9 +191,9 @@
     s.appendChild(el("p", "Cycles a warp spends stalled on each reason per instruction it issues (ncu's Warp " +
                           "State Statistics); they add up to the " + num(k.warp_cycles_per_issued_inst) +
                           " cycles between two issued instructions.", "note"));
-    s.appendChild(table("stalls-table", ["reason", "cycles per issued instruction", "share"],
+    s.appendChild(table("stalls-table", ["reason", "cycles per issued instruction", "share (%)"],
       reasons.map(function (r) {
-        return [r, num(cycles[r]), isNum(share[r]) ? share[r].toFixed(1) + "%" : DASH];
+        return [r, n(cycles[r], num(cycles[r])), n(share[r], isNum(share[r]) ? share[r].toFixed(1) : DASH)];
       }), [1, 2]));
   }
 
@@ -184,22 +211,24 @@
     s.appendChild(el("p", "Of launch " + k.rules[0].launch_id + " (the row's first). Estimated speedup: ncu's " +
                           "estimate of the kernel time saved if the issue were fixed, global (the whole kernel) or " +
                           "local (the part the rule looks at).", "note"));
-    s.appendChild(table("rules-table", ["type", "section", "rule", "estimated speedup", "message"],
+    s.appendChild(table("rules-table", ["type", "section", "rule", "estimated speedup (%)", "message"],
       k.rules.map(function (r) {
-        return [r.type, r.section, r.rule, isNum(r.speedup_pct) ? num(r.speedup_pct) + "% (" + r.speedup_type + ")"
-                : DASH, r.message];
+        return [r.type, r.section, r.rule, n(r.speedup_pct, isNum(r.speedup_pct) ? num(r.speedup_pct) + " (" +
+                r.speedup_type + ")" : DASH), r.message];
       }), [3], [4]));
   }
 
   function launches(k) {
     var s = section("Launches this row stands for", "launches");
     var per = k.per_launch && k.per_launch.length ? k.per_launch : [k];
-    s.appendChild(table("launches-table", ["launch id", "grid", "block", "duration", "tensor + CUDA-core FLOPs",
-                                           "DRAM bytes", "SM %peak"],
+    s.appendChild(table("launches-table", ["launch id", "grid", "block", "duration (\u00b5s)",
+                                           "tensor + CUDA-core FLOPs", "DRAM bytes", "SM %peak (%)"],
       per.map(function (r, i) {
-        return [r.launch_id !== undefined ? r.launch_id : k.launch_ids[i], k.grid_size, k.block_size,
-                us(r.duration_ns), num(r.flops ? r.flops.total : null), num(r.dram_bytes),
-                isNum(r.sm_throughput_pct) ? r.sm_throughput_pct.toFixed(1) + "%" : DASH];
+        var id = r.launch_id !== undefined ? r.launch_id : k.launch_ids[i];
+        var flops = r.flops ? r.flops.total : null;
+        return [n(id, String(id)), k.grid_size, k.block_size, n(r.duration_ns, us(r.duration_ns)),
+                n(flops, num(flops)), n(r.dram_bytes, num(r.dram_bytes)),
+                n(r.sm_throughput_pct, isNum(r.sm_throughput_pct) ? r.sm_throughput_pct.toFixed(1) : DASH)];
       }), [0, 3, 4, 5, 6]));
   }
 

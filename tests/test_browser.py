@@ -53,8 +53,8 @@ def browser() -> Iterator[Any]:
 class Visit:
     """One page opened from file://, with its console errors, page errors, requests and dialogs."""
 
-    def __init__(self, browser: Any, path: Path) -> None:
-        self.page = browser.new_page(viewport={"width": 1400, "height": 900})
+    def __init__(self, browser: Any, path: Path, color_scheme: str = "light") -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900}, color_scheme=color_scheme)
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.dialogs: list[str] = []
@@ -80,16 +80,105 @@ def _pages(result: RenderResult) -> list[Path]:
     return [result.index_path] + [p for p, _ in result.pages]
 
 
+# Per chart: the trace types it was given, and those plotly drew (a type missing from the loaded bundle comes back
+# as visible: false).
+DRAWN = """() => Array.from(document.querySelectorAll('.plotly-graph-div')).map(gd => ({
+  id: gd.id, svg: gd.querySelector('.main-svg') !== null, given: gd.data.map(t => t.type || 'scatter'),
+  drawn: gd._fullData.map(t => t.visible === false ? 'NOT DRAWN ' + t.type : t.type)}))"""
+
+
 def test_every_page_opens_offline_without_errors(browser: Any, example_site: RenderResult,
                                                  rich_site: RenderResult) -> None:
+    """Pages without a chart load no plotly.js; pages with one draw every trace with the bundle they load (the
+    basic bundle here: these campaigns have no WebGL roofline)."""
+    charted = 0
     for path in _pages(example_site) + _pages(rich_site):
         visit = Visit(browser, path)
         try:
             visit.check_offline_and_clean()
-            for chart in visit.page.query_selector_all(".plotly-graph-div"):
-                assert chart.query_selector(".main-svg") is not None, f"{path.name}: a chart did not draw"
+            charts = visit.page.evaluate(DRAWN)
+            loaded = visit.page.evaluate("typeof window.Plotly !== 'undefined'")
+            assert loaded == bool(charts), f"{path.name}: plotly.js loaded {loaded}, charts {len(charts)}"
+            for chart in charts:
+                assert chart["svg"] and chart["drawn"] == chart["given"], (path.name, chart)
+            charted += bool(charts)
         finally:
             visit.page.close()
+    assert charted >= 10
+
+
+# The sort value of one column's visible rows, in row order: data-sort where the cell has one (kernel pages), else
+# its text; "" for a null (an em dash).
+COLUMN = """([t, c]) => Array.from(document.querySelectorAll('table.data')[t].tBodies[0].rows)
+  .filter(r => !r.hidden).map(r => { const td = r.cells[c];
+    const v = td.hasAttribute('data-sort') ? td.getAttribute('data-sort') : td.textContent.trim();
+    return v === '\u2014' ? '' : v; })"""
+# Per data table: its rows, whether tablesort took it, whether a filter box stands above its scroll box.
+TABLES = """() => Array.from(document.querySelectorAll('table.data')).map(t => [t.tBodies[0].rows.length,
+  t.querySelector('th[role=columnheader]') !== null,
+  !!(t.parentNode.previousElementSibling && t.parentNode.previousElementSibling.classList.contains('filter'))])"""
+NATURAL = """(values) => values.every((v, i) => i === 0 ||
+  values[i - 1].localeCompare(v, undefined, {numeric: true, sensitivity: 'base'}) <= 0)"""
+
+
+def _sorted(page: Any, values: list[str], numeric: bool, descending: bool) -> bool:
+    """Sorted with nulls ("") last: numbers by value, text in natural order."""
+    present = [v for v in values if v != ""]
+    if values != present + [""] * (len(values) - len(present)):
+        return False
+    if numeric:  # as shown: 1,234.5
+        return present == sorted(present, key=lambda v: float(v.replace(",", "")), reverse=descending)
+    return bool(page.evaluate(NATURAL, present[::-1] if descending else present))
+
+
+def _check_table(page: Any, index: int, name: str) -> None:
+    """Click a header (the first numeric column with a null if there is one, else the first numeric one, else the
+    first column): rows sorted by it, nulls last; click again: the other way; then the filter box narrows rows."""
+    table = page.locator("table.data").nth(index)
+    heads = table.locator("thead th")
+    numeric = [i for i in range(heads.count()) if heads.nth(i).get_attribute("data-sort-method") == "num"]
+    with_null = [i for i in numeric if "" in page.evaluate(COLUMN, [index, i])]
+    col = (with_null or numeric or [0])[0]
+    is_num = col in numeric
+    before = page.evaluate(COLUMN, [index, col])
+    heads.nth(col).click()
+    first = page.evaluate(COLUMN, [index, col])
+    assert sorted(first) == sorted(before) and _sorted(page, first, is_num, descending=is_num), (name, col, first)
+    heads.nth(col).click()
+    second = page.evaluate(COLUMN, [index, col])
+    assert _sorted(page, second, is_num, descending=not is_num), (name, col, second)
+    if len({v for v in first if v}) > 1:
+        assert first != second, (name, col)
+    rows = table.locator("tbody tr")
+    total = rows.count()
+    box = table.locator("xpath=../preceding-sibling::div[@class='filter'][1]/input")
+    word = rows.nth(0).inner_text().split()[0]
+    box.fill(word)
+    shown = [r for r in rows.all() if r.is_visible()]
+    assert shown and all(word.lower() in r.inner_text().lower() for r in shown), (name, word)
+    box.fill("no row holds this text")
+    assert not any(r.is_visible() for r in rows.all()) and total >= 5, name
+    box.fill("")
+    assert rows.count() == total and all(r.is_visible() for r in rows.all()), name
+
+
+def test_every_table_of_five_rows_sorts_and_filters(browser: Any, example_site: RenderResult,
+                                                    rich_site: RenderResult) -> None:
+    checked = 0
+    for path in _pages(example_site) + _pages(rich_site):
+        visit = Visit(browser, path)
+        try:
+            counts = visit.page.evaluate(TABLES)
+            for i, (rows, sortable, filtered) in enumerate(counts):
+                assert sortable or rows < 2, (path.name, i)
+                assert filtered == (rows >= 5), (path.name, i, rows)
+                if rows >= 5:
+                    _check_table(visit.page, i, f"{path.name} table {i}")
+                    checked += 1
+            visit.check_offline_and_clean()
+        finally:
+            visit.page.close()
+    assert checked >= 20
 
 
 def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site: RenderResult) -> None:
@@ -179,7 +268,9 @@ def test_kernel_page_draws_every_part_of_one_kernel(browser: Any, example_site: 
         identity = visit.page.locator("#identity-table").inner_text()
         assert f"ncu launch ids {row['launch_ids'][0]}" in identity and "did different work" in identity
         join = visit.page.locator("#join-table tbody tr")
-        assert join.count() == 1 and "%" in join.inner_text()
+        share = next(r["time_share_pct"] for r in data["join"] if r["kernel_id"] == row["id"])
+        assert join.count() == 1 and join.locator("td").nth(1).inner_text() == f"{share:.4g}"
+        assert "time share (%)" in visit.page.locator("#join-table thead").inner_text()
         commands = visit.page.locator("#open pre").all_inner_texts()
         assert f"--launch-skip {row['launch_ids'][0]} --launch-count 1" in commands[1]
         derived = visit.page.locator("#derived-table").inner_text()
@@ -196,8 +287,13 @@ def test_kernel_page_draws_every_part_of_one_kernel(browser: Any, example_site: 
         rules = visit.page.locator("#rules-table tbody tr")
         assert rules.count() == len(row["rules"]) > 3
         with_speedup = [r for r in row["rules"] if r["speedup_pct"] is not None]
-        assert visit.page.locator("#rules-table").get_by_text(f"% ({with_speedup[0]['speedup_type']})").count() >= 1
+        assert visit.page.locator("#rules-table").get_by_text(f" ({with_speedup[0]['speedup_type']})").count() >= 1
         assert visit.page.locator("#launches-table tbody tr").count() == row["launches"]
+        for name in ("derived-table", "stalls-table", "rules-table"):  # tables built in JS sort and filter too
+            index = visit.page.evaluate(f"Array.from(document.querySelectorAll('table.data'))"
+                                        f".findIndex(t => t.id === '{name}')")
+            _check_table(visit.page, index, name)
+        assert visit.page.locator("#identity-table th[role=columnheader]").count() == 0  # a list of facts
         visit.page.locator("a", has_text="all kernel rows of cell").click()  # back to the cell's list
         visit.page.wait_for_selector("#kernel-list-table")
         assert visit.page.locator("#kernel-list-table tbody tr").count() == len(data["doc"]["kernels"])
@@ -218,5 +314,75 @@ def test_roofline_marker_click_opens_its_kernel_page(browser: Any, example_site:
         visit.page.wait_for_url(f"**/kernel-decode-b16-kv2048.html#{target}")
         visit.page.wait_for_selector("#derived-table")
         assert visit.page.locator("h2.kernel-title").inner_text().startswith(target + " ")
+    finally:
+        visit.page.close()
+
+
+# The colours a reader sees: computed styles of the page, a header cell, a body cell, a link and a note.
+COLOURS = """() => { const c = (sel, p) => getComputedStyle(document.querySelector(sel))[p];
+  return {bg: c('body', 'backgroundColor'), fg: c('body', 'color'), th: c('table.data th', 'color'),
+          th_bg: c('table.data th', 'backgroundColor'), td: c('table.data td', 'color'),
+          link: c('main table.data a', 'color'), note: c('.note', 'color')}; }"""
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    return tuple(int(x) / 255 for x in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+
+
+def _contrast(a: str, b: str) -> float:
+    def lum(c: str) -> float:
+        r, g, bl = (x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in _rgb(c))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * bl
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_is_readable_in_the_readers_colour_scheme(browser: Any, example_site: RenderResult,
+                                                       scheme: str) -> None:
+    """prefers-color-scheme: the dark scheme turns the page dark and keeps text, headers, links and notes at a
+    readable contrast (WCAG AA, 4.5:1); charts keep their white plotly background."""
+    visit = Visit(browser, example_site.campaign_site / "04-time-share.html", color_scheme=scheme)
+    try:
+        visit.check_offline_and_clean()
+        c = visit.page.evaluate(COLOURS)
+        dark = _contrast(c["bg"], "rgb(0, 0, 0)") < 1.5
+        assert dark == (scheme == "dark"), c
+        for fg, bg in (("fg", "bg"), ("td", "bg"), ("th", "th_bg"), ("link", "bg"), ("note", "bg")):
+            assert _contrast(c[fg], c[bg]) >= 4.5, (scheme, fg, bg, c)
+        card = visit.page.evaluate("getComputedStyle(document.querySelector('.plotly-graph-div')).backgroundColor")
+        assert card == "rgb(255, 255, 255)"  # the chart's dark text sits on white in either scheme
+    finally:
+        visit.page.close()
+
+
+def test_wide_tables_scroll_sideways_under_a_header_that_stays(browser: Any, example_site: RenderResult) -> None:
+    """No width cap cuts a table: a table wider than the window scrolls inside its box (every column reachable),
+    and its header row stays at the top of the box while the rows scroll."""
+    visit = Visit(browser, example_site.campaign_site / "04-time-share.html")
+    try:
+        box = visit.page.locator("#table-join .scroll")
+        size = box.evaluate("e => ({sw: e.scrollWidth, cw: e.clientWidth, sh: e.scrollHeight, ch: e.clientHeight,"
+                            " right: e.getBoundingClientRect().right, win: window.innerWidth})")
+        assert size["sw"] > size["cw"] and size["right"] <= size["win"], size  # wide: scrolls, inside the window
+        last = visit.page.locator("#table-join thead th").last
+        box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+        assert last.evaluate("(th, box) => th.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1",
+                             box.element_handle())  # the last column comes into view
+        align = visit.page.evaluate("""() => { const t = document.querySelector('#table-join table');
+          const col = h => Array.from(t.tHead.rows[0].cells).findIndex(th => th.textContent.startsWith(h));
+          const td = h => getComputedStyle(t.tBodies[0].rows[0].cells[col(h)]).textAlign;
+          return [td('time share (%)'), td('ncu duration (ms)'), td('kernel')]; }""")
+        assert align == ["right", "right", "left"]  # numbers right-aligned by site.css, text left
+    finally:
+        visit.page.close()
+    visit = Visit(browser, example_site.campaign_site / "06-kernel-internals.html")  # 39 rows: taller than its box
+    try:
+        box = visit.page.locator("#table-internals .scroll")
+        assert box.evaluate("e => e.scrollHeight > e.clientHeight + 200")
+        box.evaluate("e => { e.scrollTop = 200; }")
+        offset = visit.page.locator("#table-internals thead th").first.evaluate(
+            "(th, box) => th.getBoundingClientRect().top - box.getBoundingClientRect().top", box.element_handle())
+        assert abs(offset) <= 2, offset  # sticky: still at the top of the box
     finally:
         visit.page.close()

@@ -26,7 +26,11 @@ PAGES = ["01-summary.html", "02-serving.html", "03-step-budget.html", "04-time-s
          "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html"]
 # one kernel page per cell, drawn in the browser from its data (tests/test_kernel_pages.py, tests/test_browser.py)
 KERNEL_PAGES = ["kernel-decode-b16-kv2048.html", "kernel-prefill-b8-s1024.html"]
-KEPT_ATTRS = ("id", "class", "href", "src", "rel", "lang", "charset")
+KEPT_ATTRS = ("id", "class", "href", "src", "rel", "lang", "charset", "data-num", "data-sort-method")
+# the pages that draw a chart in the example campaign: only they load plotly.js (the basic bundle: no WebGL trace)
+CHART_PAGES = {"04-time-share.html", "05-roofline.html", "06-kernel-internals.html", "cell-decode-b16-kv2048.html",
+               "cell-prefill-b8-s1024.html"}
+STATIC_FILES = ["plotly-basic.min.js", "site-tables.js", "site.css", "tablesort.min.js"]
 
 
 class Outline(HTMLParser):
@@ -109,19 +113,27 @@ def test_rendered_page_outline_matches_its_golden(example_site: RenderResult, pa
     assert_same(outline(actual.read_text(encoding="utf-8")), outline(golden.read_text(encoding="utf-8")), page)
 
 
-def test_site_has_every_page_vendored_plotly_no_network_urls_and_no_broken_links(example_site: RenderResult) -> None:
+def test_only_chart_pages_load_plotly_no_network_urls_and_no_broken_links(example_site: RenderResult) -> None:
     site = example_site.site_dir
-    assert (site / "static" / "plotly.min.js").stat().st_size > 1_000_000
+    assert sorted(p.name for p in (site / "static").iterdir()) == STATIC_FILES  # no full plotly.js: nothing is WebGL
+    assert sorted(p.name for p in example_site.static) == STATIC_FILES
     assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES + KERNEL_PAGES)
     manifest = json.loads((example_site.campaign_site / "site.json").read_text())
     assert manifest["pages"] == PAGES + KERNEL_PAGES
     assert manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024"]
     for page in PAGES + KERNEL_PAGES:
         html = _page(example_site, page)
-        assert '<script src="../static/plotly.min.js"></script>' in html
+        scripts = re.findall(r'<script src="([^"]+)"', html)
+        assert [s for s in scripts if "plotly" in s] == (["../static/plotly-basic.min.js"] if page in CHART_PAGES
+                                                          else []), page
+        assert ("Plotly.newPlot(" in html) == (page in CHART_PAGES), page
+        tables = [s for s in scripts if s.endswith(("tablesort.min.js", "site-tables.js"))]
+        assert tables == ["../static/tablesort.min.js", "../static/site-tables.js"], page  # in this order
         assert not re.search(r'(src|href)="(https?:)?//', html), page  # nothing fetched from a network
-        for link in re.findall(r'href="(?!data:)([^"#]+)"', html):
+        for link in re.findall(r'(?:href|src)="(?!data:)([^"#]+)"', html):
             assert (example_site.campaign_site / link).resolve().is_file(), f"{page}: broken link {link}"
+    index = (site / "index.html").read_text()
+    assert "plotly" not in index and 'src="static/site-tables.js"' in index
 
 
 def test_every_table_has_csv_and_json_next_to_its_page(example_site: RenderResult) -> None:
@@ -203,7 +215,7 @@ def test_index_lists_every_campaign_in_the_site(example_campaign: Path, rich_cam
     result = report_render(rich_campaign, tmp_path)
     index = result.index_path.read_text()
     assert index.index("h200-decoder-layer/01-summary.html") < index.index("rich-campaign/01-summary.html")
-    assert (tmp_path / "static" / "plotly.min.js").is_file()
+    assert sorted(p.name for p in (tmp_path / "static").iterdir()) == STATIC_FILES
 
 
 def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
@@ -238,8 +250,14 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
     result = report_render(camp, tmp_path / "site")
     assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html",
                                                                         "kernel-example-cell.html"])
-    assert "kernels with measured arithmetic intensity (0)" in _page(result, "05-roofline.html")
-    assert "No data yet." in _page(result, "04-time-share.html")
+    roofline = _page(result, "05-roofline.html")
+    assert "kernels with measured arithmetic intensity (0)" in roofline
+    assert "No data yet." in roofline and "each kernel on the roofline" in roofline and "import_ncu" in roofline
+    for page in [*PAGES[:7], "cell-example-cell.html"]:  # every page says what it would show and how to fill it
+        html = _page(result, page)
+        assert "No data yet." in html or "No kernel qualifies" in html, page
+        assert "plotly" not in html and "Plotly.newPlot(" not in html, page  # nothing to draw, no plotly.js loaded
+    assert "plotly-basic.min.js" not in {p.name for p in result.static}
 
 
 def test_frontier_downloads_hold_the_table_they_are_named_for(example_site: RenderResult) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfreport.site import charts
-from perfreport.site.comparison import Comparison, Mismatch, context_line, flatten, varying_fields
 from perfreport.frontier.candidates import (
     EASE,
     KernelLever,
@@ -15,13 +13,14 @@ from perfreport.frontier.candidates import (
     rank_campaign,
     verdict_criteria,
 )
-from perfreport.warehouse.gather import SERVING_GROUPS, CampaignData, CellData
-from perfreport.frontier.krhpa import LETTERS, LEVELS, rubric_rows
-from perfreport.frontier.krhpa import krhpa_label, krhpa_problems
+from perfreport.frontier.krhpa import LETTERS, LEVELS, krhpa_label, krhpa_problems, rubric_rows
 from perfreport.frontier.levers import load_levers
+from perfreport.frontier.value_view import build_view
+from perfreport.site import charts
+from perfreport.site.comparison import Comparison, Mismatch, context_line, flatten, varying_fields
 from perfreport.site.kernel_pages import kernel_href
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
-from perfreport.frontier.value_view import build_view
+from perfreport.warehouse.gather import SERVING_GROUPS, CampaignData, CellData
 
 C = Column
 MISSING_TIMES = Missing("each kernel's share of end-to-end GPU time (and so its Amdahl bound)", [
@@ -32,11 +31,19 @@ MISSING_TIMES = Missing("each kernel's share of end-to-end GPU time (and so its 
 ])
 MISSING_SERVING = Missing("throughput, TTFT and TPOT per cell", [
     "run the serving benchmark of each cell (e.g. `vllm bench serve` at the cell's concurrency, ISL and OSL)",
-    "record its numbers in an evidence bundle's inference_perfbench_v1.json `results` (fields named *throughput*, "
-    "*ttft*, *tpot* or *itl*; `perftunereport bundle init --id ID` creates the bundle)",
+    "record its numbers in an evidence bundle's inference_perfbench_v1.json `results` (fields named `*throughput*`, "
+    "`*ttft*`, `*tpot*` or `*itl*`; `perftunereport bundle init --id ID` creates the bundle)",
     "list the bundle folder under the cell's `captures:` in config.yaml (or copy the JSON to cells/<id>/), "
     "then render again",
 ])
+MISSING_ROOFLINE = Missing("each kernel on the roofline: arithmetic intensity against achieved TFLOP/s", [
+    "capture each cell's kernels with ncu `--set full` or `--set roofline` (their FLOP and DRAM-byte counters place "
+    "a kernel; `--set basic` gives %SoL only)",
+    "import the report with `perftunereport import_ncu --campaign DIR --cell-id ID --bundle REPORT.ncu-rep`, then "
+    "render again",
+])
+SHARE_CHART_CELLS = 12  # page 4 draws one chart per cell for this many cells; every cell page draws its own
+SHARE_BARS = 30  # kernels per time-share chart (the largest); the tables list every kernel
 MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
     "capture a torch.profiler timeline of at least 20 steady-state decode steps of the serving engine, not of a "
     "single layer, calling prof.step() once per step (or one record_function per step)",
@@ -47,21 +54,22 @@ JOIN_COLUMNS = [
     C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
     C("time_share_pct", "time share", "pct"), C("sample_share_pct", "sample share", "pct"),
     C("share_split", "share split by"), C("op", "launched by"), C("shapes", "input shapes", wrap=True),
-    C("total_ms", "total (time source)", "ms"), C("time_source", "time source"), C("instances", "instances", "num"),
-    C("ncu_ms", "ncu duration", "ms"), C("ncu_share_pct", "ncu duration share", "pct"),
+    C("total_ms", "total by time source", "ms"), C("time_source", "time source"),
+    C("instances", "instances", "num"), C("ncu_ms", "ncu duration", "ms"),
+    C("ncu_share_pct", "ncu duration share", "pct"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
     C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"), C("bound", "bound"),
-    C("arithmetic_intensity", "AI FLOP/B", "num"), C("ai_measured", "AI measured", "value"),
+    C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("ai_measured", "AI measured", "value"),
     C("executed_per_useful", "executed / useful FLOPs", "num"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("sm_throughput_pct", "SM %peak", "pct"),
-    C("amdahl_bound_pct", "Amdahl bound", "pct"), C("amdahl_bound_ms", "Amdahl bound ms", "ms"),
+    C("amdahl_bound_pct", "Amdahl bound", "pct"), C("amdahl_bound_ms", "Amdahl bound", "ms"),
     C("amdahl_basis", "bound against", wrap=True),
     C("matched_sources", "matched sources", "value"),
 ]
 KERNEL_COLUMNS = [
     C("cell_id", "cell"), C("id", "id"), C("function", "kernel function"), C("family", "family"),
     C("source_set", "set"), C("launches", "launches", "num"), C("duration_ns", "duration", "duration_ns"),
-    C("arithmetic_intensity", "AI FLOP/B", "num"), C("achieved_tflops", "TFLOP/s", "num"),
+    C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
     C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
     C("sm_throughput_pct", "SM %peak", "pct"),
@@ -205,24 +213,43 @@ def step_budget_page(data: CampaignData) -> Page:
     return page
 
 
+def time_share_chart(cell_id: str, rows: list[dict[str, Any]], div_id: str) -> Chart | None:
+    """One cell's kernels by their share of that cell's time (the shares of a cell add up to 100%, so cells are
+    never mixed in one bar list): the imported time share, else the sample share, else the share of ncu-measured
+    duration, titled as NOT a time share. None when the cell has no share at all."""
+    for key, what in (("time_share_pct", "time share"), ("sample_share_pct", "sample share")):
+        if any(r.get(key) is not None for r in rows):
+            fig = charts.bars(rows, "label", key, f"{what.capitalize()} per kernel · {cell_id}",
+                              f"{what} of the cell's GPU time (%)", limit=SHARE_BARS)
+            return Chart(div_id, fig, _shown(rows, key))
+    if any(r.get("ncu_share_pct") is not None for r in rows):
+        fig = charts.bars(rows, "label", "ncu_share_pct", f"ncu-measured duration share · {cell_id} (NOT a time "
+                          "share)", "share of the cell's ncu-measured kernel time (%)", limit=SHARE_BARS)
+        note = ("No time share imported for this cell: each kernel's share of the durations ncu measured, with "
+                "kernels serialized under the profiler. It ranks kernels; it is not a share of wall time.")
+        return Chart(div_id, fig, " ".join(filter(None, [note, _shown(rows, "ncu_share_pct")])))
+    return None
+
+
+def _shown(rows: list[dict[str, Any]], key: str) -> str:
+    n = sum(r.get(key) is not None for r in rows)
+    return "" if n <= SHARE_BARS else f"The {SHARE_BARS} largest of {n} kernels; the table below lists them all."
+
+
 def time_share_page(data: CampaignData) -> Page:
-    """04: the warehouse join (time shares, %SoL, Amdahl bound) and a time-share chart."""
+    """04: the warehouse join (time shares, %SoL, Amdahl bound) and one time-share chart per cell."""
     page = Page("04-time-share.html", "04-time-share.html", "Time share")
     without = [cd.id for cd in data.cells if not data.timed(cd.id)]
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
     page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join,
                          link_key="label"))
-    rows = [{**r, "bar": f"{r['cell_id']} · {r['label']}"} for r in data.join]
-    if data.has_time_shares:
-        fig = charts.bars(rows, "bar", "time_share_pct", "Time share per kernel", "time share (%)")
-        note = ""
-    else:
-        fig = charts.bars(rows, "bar", "ncu_share_pct", "ncu-measured duration share (NOT a time share)",
-                          "share of ncu-measured kernel time (%)")
-        note = ("No time shares imported: this chart shows each kernel's share of the durations ncu measured, "
-                "with kernels serialized under the profiler. It ranks kernels; it is not a share of wall time.")
-    page.add_chart(Chart("time-share-chart", fig, note))
+    drawn = [cd.id for cd in data.cells if data.join_by_cell.get(cd.id)]
+    for cell_id in drawn[:SHARE_CHART_CELLS]:
+        chart = time_share_chart(cell_id, data.join_by_cell[cell_id], f"time-share-{cell_id}")
+        if chart is not None:
+            page.add_chart(chart)
+    page.context["more_cells"] = drawn[SHARE_CHART_CELLS:]
     unmatched_cols = [C(k, k, "value") for k in sorted({k for r in data.unmatched for k in r})]
     page.add_table(Table("unmatched", "Kernels not matched across sources (warehouse view unmatched_kernels)",
                          unmatched_cols, data.unmatched))
@@ -233,20 +260,23 @@ def roofline_page(data: CampaignData) -> Page:
     """05: the campaign roofline with key-path-labelled roofs, and the table behind it."""
     page = Page("05-roofline.html", "05-roofline.html", "Roofline")
     model = data.roofline
-    page.add_chart(Chart("roofline", charts.roofline(model, f"Roofline · {data.campaign.id} · {model.hardware}",
-                                                     contexts=cell_contexts(data)),
-                         "Click a kernel marker to open its kernel page.", kernel_links=True))
+    page.context["missing"] = None if model.points else MISSING_ROOFLINE
+    if model.points:
+        page.add_chart(Chart("roofline", charts.roofline(model, f"Roofline · {data.campaign.id} · {model.hardware}",
+                                                         contexts=cell_contexts(data)),
+                             "Click a kernel marker to open its kernel page.", kernel_links=True))
     page.context["notes"] = model.notes
     page.context["counts"] = {"measured": sum(p.measured for p in model.points),
                               "unmeasured": sum(not p.measured for p in model.points)}
     page.add_table(Table("roofs", "Roofs drawn (sol-ceilings.yaml key paths)", [
-        C("key", "key path"), C("value", "peak", "num"), C("level", "level"), C("source", "source", wrap=True)],
-        [{"key": r.key, "value": r.value, "level": r.level,
+        C("key", "key path"), C("value", "peak", "num"), C("unit", "unit"), C("level", "level"),
+        C("source", "source", wrap=True)],
+        [{"key": r.key, "value": r.value, "unit": "TB/s" if r.is_memory else "TFLOP/s", "level": r.level,
           "source": data.ceilings.entry(r.key).get("source") or data.ceilings.entry(r.key).get("method")}
          for r in model.roofs]))
     page.add_table(Table("points", "Kernels on the roofline", [
         C("cell_id", "cell"), C("kernel_id", "id"), C("function", "kernel function"), C("source", "set"),
-        C("measured", "AI measured", "value"), C("ai", "AI FLOP/B", "num"),
+        C("measured", "AI measured", "value"), C("ai", "AI", "num", unit="FLOP/B"),
         C("tflops", "TFLOP/s (or placement)", "num"),
         C("pct_of_roof", "% of roof at AI", "pct"), C("sm_pct", "SM busy", "pct"), C("ceiling_key", "ceiling key"),
         C("sol_pct", "%SoL", "pct"), C("bound", "bound"), C("time_share_pct", "time share", "pct")],
@@ -324,7 +354,7 @@ def frontier_page(data: CampaignData) -> Page:
         C("rank", "#", "num"), C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
         C("bound", "bound"), C("pct_of_roof", "% of roof", "pct"), C("ceiling_key", "roof (key)"),
         C("time_share_pct", "time share", "pct"), C("saved_pct", "time saved", "pct"),
-        C("saved_ms", "time saved ms", "ms"), C("basis", "assumption", wrap=True), C("action", "lever", wrap=True),
+        C("saved_ms", "time saved", "ms"), C("basis", "assumption", wrap=True), C("action", "lever", wrap=True),
         C("cost", "cost")],
         [{"rank": i, **lv.as_row(), "href": kernel_href(lv.cell_id, lv.kernel_id) if lv.kernel_id else None}
          for i, lv in enumerate(view.kernels, start=1)], link_key="label"))

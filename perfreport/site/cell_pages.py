@@ -6,15 +6,29 @@ from dataclasses import replace
 from typing import Any
 
 from perfreport.site import charts
+from perfreport.site.campaign_pages import (
+    INTERNALS_COLUMNS,
+    JOIN_COLUMNS,
+    KERNEL_COLUMNS,
+    kernel_label,
+    time_share_chart,
+    top_stall,
+)
 from perfreport.site.comparison import Comparison, flatten
+from perfreport.site.page_model import Chart, Column, Missing, Page, Table
 from perfreport.warehouse.gather import CampaignData, CellData
-from perfreport.site.page_model import Chart, Column, Page, Table
-from perfreport.site.campaign_pages import INTERNALS_COLUMNS, JOIN_COLUMNS, KERNEL_COLUMNS, kernel_label, top_stall
 
 C = Column
-CELL_JOIN_KEYS = ("label", "share_split", "op", "shapes", "time_share_pct", "sample_share_pct", "total_ms", "time_source",
-                  "instances", "ncu_ms", "ncu_share_pct", "sol_pct", "pct_of_achievable", "executed_per_useful",
-                  "bound", "amdahl_bound_pct", "amdahl_bound_ms", "amdahl_basis", "matched_sources")
+CELL_JOIN_KEYS = ("label", "share_split", "op", "shapes", "time_share_pct", "sample_share_pct", "total_ms",
+                  "time_source", "instances", "ncu_ms", "ncu_share_pct", "sol_pct", "pct_of_achievable",
+                  "executed_per_useful", "bound", "amdahl_bound_pct", "amdahl_bound_ms", "amdahl_basis",
+                  "matched_sources")
+MISSING_KERNELS = Missing("this cell's kernel rows (ncu), its roofline, time shares and warp stalls", [
+    "capture the cell's workload under ncu (`perftunereport capture plan` prints the command; --set full for the "
+    "roofline and warp stalls)",
+    "list the report under the cell's `captures:` in config.yaml and run `perftunereport import_ncu --campaign DIR "
+    "--cell-id ID --bundle REPORT.ncu-rep`, then render again",
+])
 
 
 def _without_cell(columns: list[Column]) -> list[Column]:
@@ -42,6 +56,9 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
         page.add_chart(Chart("cell-roofline", charts.roofline(cell_model, f"Roofline · {cd.id}", contexts=contexts),
                              "Click a kernel marker to open its kernel page.", kernel_links=True))
     join = data.join_by_cell.get(cd.id, [])
+    share = time_share_chart(cd.id, join, "cell-time-share") if join else None
+    if share is not None:
+        page.add_chart(share)
     page.add_table(Table("join", "Time share and Amdahl bound (kernel_join)",
                          [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join, link_key="label"))
     rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for k in cd.kernels]
@@ -51,6 +68,7 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
     if stalls:
         page.add_chart(Chart("cell-warp-stalls", charts.warp_stalls(stalls, f"Warp-stall breakdown · {cd.id}")))
     page.context.update(cell=cd.cell, captures=cd.cell.captures, bundles=cd.bundles,
+                        missing=None if cd.kernels else MISSING_KERNELS,
                         serving=len(cd.serving), steps=len(cd.steps),
                         groups=[g for g in groups if cd.id in g.cell_ids])
     return page

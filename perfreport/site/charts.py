@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import html
 import math
+import zlib
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
 
+from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.warehouse.roofline import FAR_BELOW_PCT, RooflineModel, RoofPoint
 
 GL_THRESHOLD = 2000  # more kernel points than this: WebGL traces (Scattergl) stay interactive at 10,000
@@ -303,8 +306,28 @@ def bars(rows: Sequence[Mapping[str, Any]], label_key: str, value_key: str, titl
                                  xaxis=_axis(axis_title), yaxis=dict(automargin=True)))
 
 
+# The reasons that usually dominate first, so they get the strongest colours of STALL_COLORS
+STALL_FIRST = ("long_scoreboard", "wait", "barrier", "gmma", "short_scoreboard", "mio_throttle",
+               "math_pipe_throttle", "lg_throttle", "no_instruction", "selected")
+
+
+@lru_cache(maxsize=1)
+def _stall_reasons() -> tuple[str, ...]:
+    """STALL_FIRST, then the rest of the metric catalog's warp_stall_reasons (metrics.yaml) in its order."""
+    return STALL_FIRST + tuple(r for r in load_catalog().warp_stalls if r not in STALL_FIRST)
+
+
+def stall_color(reason: str) -> str:
+    """One colour per warp-stall reason on every page: by its place in _stall_reasons (19 reasons, 20 colours), a
+    reason the catalog does not list by a hash of its name."""
+    known = _stall_reasons()
+    i = known.index(reason) if reason in known else zlib.crc32(reason.encode("utf-8"))
+    return STALL_COLORS[i % len(STALL_COLORS)]
+
+
 def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) -> go.Figure:
-    """Stacked horizontal bars: each kernel's warp-stall breakdown (% of stall cycles per issued instruction)."""
+    """Stacked horizontal bars: each kernel's warp-stall breakdown (% of stall cycles per issued instruction), each
+    reason in its own colour (stall_color: the same on every page), biggest reasons first."""
     rows = [r for r in rows if r.get("warp_stalls_pct")][:limit]
     totals: dict[str, float] = {}
     for r in rows:
@@ -314,9 +337,9 @@ def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) 
     labels = [_t(r["label"]) for r in rows][::-1]
     traces = [
         dict(type="bar", y=labels, x=[_r(float(r["warp_stalls_pct"].get(reason) or 0.0)) for r in rows][::-1],
-             name=_t(reason), orientation="h", marker=dict(color=STALL_COLORS[i % len(STALL_COLORS)]),
+             name=_t(reason), orientation="h", marker=dict(color=stall_color(reason)),
              hovertemplate=f"%{{y}}<br>{_t(reason)}: %{{x:.1f}}%<extra></extra>")
-        for i, reason in enumerate(reasons)
+        for reason in reasons
     ]
     return _figure(traces, dict(title=dict(text=_t(title)), barmode="stack", height=max(300, 90 + 22 * len(rows)),
                                 xaxis=_axis("share of warp stall cycles (%)", range=[0, 100]),

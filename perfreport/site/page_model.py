@@ -13,19 +13,42 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from perfreport.site.templating import FORMATTERS
+from perfreport.site.templating import CELL_FORMATTERS, NUM_COLUMN_RULES, NUMERIC_FORMATS, header
 
 TABLE_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: row key, header label, formatter name (templating.FORMATTERS)."""
+    """A table column: row key, header label, formatter name (templating.FORMATTERS), and the unit its header shows
+    where the format has none of its own (templating.UNITS: %, ms, µs, KiB)."""
 
     key: str
     label: str
     fmt: str = "text"
     wrap: bool = False  # long free text (descriptions, demangled names): wraps; other cells stay on one line
+    unit: str | None = None
+
+    @property
+    def header(self) -> str:
+        """The header text: label and unit, "duration (µs)"."""
+        return header(self.label, self.fmt, self.unit)
+
+
+@dataclass(frozen=True)
+class HtmlTable:
+    """A table as the template writes it: per column (header, numeric), per cell (text, link, class), and the
+    numeric columns (1-based, space-separated) for the table's data-num attribute.
+
+    A numeric column is right-aligned by a rule of site.css per column position (`table[data-num~="4"]
+    td:nth-child(4)`), not by a class on each cell: on a 400-row table that class alone weighs tens of KB. Past
+    templating.NUM_COLUMN_RULES columns the cells carry class "num". The browser sorts a numeric column on the
+    number each cell shows (site-tables.js); a null cell shows an em dash, kept last.
+    """
+
+    head: list[tuple[str, bool]]
+    rows: list[list[tuple[str, str | None, str]]]
+    num_columns: str
 
 
 @dataclass
@@ -64,14 +87,27 @@ class Table:
                            for row in self.rows)
         return "{\n" + "\n".join(lines) + '\n  "rows": [' + (f"\n{rows}\n  " if rows else "") + "]\n}\n"
 
-    def html_rows(self, limit: int) -> list[list[tuple[str, str | None, bool]]]:
-        """The first `limit` rows as (formatted text, link or None, wraps) per cell.
+    def numeric(self, column: Column) -> bool:
+        """Numbers in this column: a numeric format, or a free-form value column whose every value is a number."""
+        if column.fmt in NUMERIC_FORMATS:
+            return True
+        if column.fmt != "value":
+            return False
+        values = [v for v in (r.get(column.key) for r in self.rows) if v is not None]
+        return bool(values) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
-        Formatting happens here, with the registered formatters, so the template only loops (and escapes).
-        """
-        formatters = [(c.key, FORMATTERS[c.fmt], c.key == self.link_key, c.wrap) for c in self.columns]
-        return [[(f(row.get(key)), row.get("href") if link else None, wrap) for key, f, link, wrap in formatters]
+    def html(self, limit: int) -> HtmlTable:
+        """The header and the first `limit` rows, formatted with the registered cell formatters (units in the
+        header), so the template only loops and escapes."""
+        numeric = [self.numeric(c) for c in self.columns]
+        ruled = [num and i <= NUM_COLUMN_RULES for i, num in enumerate(numeric, start=1)]  # site.css aligns them
+        cols = [(c.key, CELL_FORMATTERS[c.fmt], c.key == self.link_key,
+                 " ".join(n for n, on in (("num", num and not by_css), ("wrap", c.wrap)) if on))
+                for c, num, by_css in zip(self.columns, numeric, ruled, strict=True)]
+        head = [(c.header, num) for c, num in zip(self.columns, numeric, strict=True)]
+        rows = [[(f(row.get(key)), row.get("href") if link else None, cls) for key, f, link, cls in cols]
                 for row in self.rows[:limit]]
+        return HtmlTable(head, rows, " ".join(str(i) for i, on in enumerate(ruled, start=1) if on))
 
 
 @dataclass

@@ -1,9 +1,15 @@
 """Stage 4: `report_render` gathers everything, builds every page in memory, then writes the static site.
 
-Layout of <out>/: index.html (every campaign rendered into <out>), static/plotly.min.js (vendored once, from the
-installed plotly package), <campaign>/ with 01-07 pages, cell-<id>.html, compare-*.html, each table's CSV and
-JSON next to its page, and site.json (the manifest index.html is built from). Pages open from file://: no
-network, relative links only. Output is deterministic: fixed div ids, sorted rows, no timestamps.
+Layout of <out>/: index.html (every campaign rendered into <out>), static/ (the stylesheet, the table script and
+the plotly.js bundles the pages load, copied once per site), <campaign>/ with 01-07 pages, cell-<id>.html,
+compare-*.html, each table's CSV and JSON next to its page, and site.json (the manifest index.html is built from).
+Pages open from file://: no network, relative links only. Output is deterministic: fixed div ids, sorted rows, no
+timestamps.
+
+plotly.js is loaded only by a page that draws a chart: the official basic bundle (scatter, bar, pie; a quarter of
+the full one) where every trace is of those types, else the full bundle of the installed plotly package (a
+roofline of more than 2,000 points is WebGL, `scattergl`). perfreport/site/static/README.md says why and how the
+vendored files are updated.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import json
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -37,15 +45,20 @@ from perfreport.site.campaign_pages import (
 )
 from perfreport.site.cell_pages import cell_page, compare_page
 from perfreport.site.comparison import comparisons
-from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
 from perfreport.site.kernel_pages import CLICK_SCRIPT, kernel_pages, link_kernels, script_text
+from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
 from perfreport.site.page_model import Chart, Page
 from perfreport.site.staging import Staging, link_or_copy
-from perfreport.site.templating import environment
+from perfreport.site.templating import NUM_COLUMN_RULES, environment, templates_dir
 from perfreport.warehouse.gather import CampaignData, gather
 
 STATIC = "static"
-PLOTLY_JS = "plotly.min.js"
+PLOTLY_JS = "plotly.min.js"  # the full bundle, from the installed plotly package
+PLOTLY_BASIC = "plotly-basic.min.js"  # vendored: perfreport/site/static/
+BASIC_TRACES = frozenset({"scatter", "bar", "pie"})  # the trace types of plotly.js's basic bundle
+VENDORED = ("tablesort.min.js",)  # perfreport/site/static/, loaded by every page
+OWN_STATIC = ("site.css", "site-tables.js")  # templates/, loaded by every page
+STYLESHEET = "site.css"  # rendered (its per-column rules are generated), not copied
 MANIFEST = "site.json"
 WRITERS = 8
 MAX_HTML_ROWS = 400  # tables longer than this show their first rows; the CSV/JSON downloads have them all
@@ -65,7 +78,7 @@ class RenderResult:
     pages: list[tuple[Path, int]]
     downloads: int
     download_bytes: int
-    plotly_js: Path
+    static: list[Path]  # the files in <out>/static/ this campaign's pages load
 
 
 def chart_html(chart: Chart) -> Markup:
@@ -80,13 +93,49 @@ def chart_html(chart: Chart) -> Markup:
     return Markup(html)  # noqa: S704 - plotly's own markup; every string in its JSON is escaped above
 
 
-def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]]) -> str:
+def _static_source(name: str) -> Path:
+    """Where a static file comes from: the site package's vendored files, templates/, or the plotly package."""
+    if name == PLOTLY_JS:
+        return _plotly_source()
+    if name in OWN_STATIC:
+        return templates_dir() / name
+    return Path(str(resources.files("perfreport.site"))) / STATIC / name
+
+
+def stylesheet() -> str:
+    """site.css: templates/site.css with its per-column alignment rules (page_model.HtmlTable) generated."""
+    return environment().get_template(STYLESHEET).render(num_rules=NUM_COLUMN_RULES)
+
+
+def _bundle_version(path: Path) -> str | None:
+    with path.open("rb") as f:
+        match = re.search(rb"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", f.read(300))
+    return match.group(1).decode() if match else None
+
+
+@lru_cache(maxsize=1)
+def basic_bundle_usable() -> bool:
+    """True when the vendored basic bundle is the plotly.js version the installed plotly package writes figures
+    for; otherwise every chart page loads the full bundle (tests/test_site_static.py flags the mismatch)."""
+    basic = _bundle_version(_static_source(PLOTLY_BASIC))
+    return basic is not None and basic == _bundle_version(_plotly_source())
+
+
+def plotly_bundle(page: Page) -> str | None:
+    """The plotly.js file a page loads: none without a chart, the basic bundle when it draws every trace."""
+    if not page.charts:
+        return None
+    types = {trace.type for chart in page.charts.values() for trace in chart.figure.data}
+    return PLOTLY_BASIC if types <= BASIC_TRACES and basic_bundle_usable() else PLOTLY_JS
+
+
+def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]], plotly: str | None) -> str:
     template = environment().get_template(page.template)
     charts = {cid: {"html": chart_html(c), "note": c.note} for cid, c in page.charts.items()}
     return template.render(
         title=page.title, campaign_id=campaign, static=f"../{STATIC}/", nav=nav, current=page.filename,
         tables=page.tables, charts=charts, version=__version__, max_rows=MAX_HTML_ROWS, home="../index.html",
-        **page.context,
+        plotly=plotly, **page.context,
     )
 
 
@@ -103,12 +152,17 @@ def build_pages(data: CampaignData) -> list[Page]:
     return pages
 
 
-def _files(data: CampaignData, pages: list[Page]) -> dict[str, str]:
+def _files(data: CampaignData, pages: list[Page]) -> tuple[dict[str, str], list[str]]:
+    """Every file of the campaign folder (name -> text), and the static files its pages load."""
     campaign = data.campaign.id
     nav = [{"href": href, "label": label} for href, label in NAV]
     files: dict[str, str] = {KERNEL_SCRIPT: script_text()}
+    static = {*VENDORED, *OWN_STATIC}
     for page in pages:
-        files[page.filename] = _render_page(page, campaign, nav)
+        bundle = plotly_bundle(page)
+        if bundle:
+            static.add(bundle)
+        files[page.filename] = _render_page(page, campaign, nav, bundle)
         for table in page.tables.values():
             files[table.csv_name] = table.csv_text()
             files[table.json_name] = table.json_text()
@@ -119,7 +173,7 @@ def _files(data: CampaignData, pages: list[Page]) -> dict[str, str]:
         "perfreport_version": __version__,
     }
     files[MANIFEST] = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-    return files
+    return files, sorted(static)
 
 
 def _plotly_source() -> Path:
@@ -130,14 +184,26 @@ def _plotly_source() -> Path:
     return src
 
 
-def _stage_plotly(site: Path, staging: Staging) -> Path:
-    """Stage plotly.min.js from the installed plotly package unless an identical copy is in <site>/static/."""
-    src, dst = _plotly_source(), site / STATIC / PLOTLY_JS
-    if not (dst.is_file() and filecmp.cmp(src, dst, shallow=False)):
-        staged = staging.root / PLOTLY_JS
-        shutil.copyfile(src, staged)  # created as open() creates: 0666 less the umask
-        staging.add(staged, dst)
-    return dst
+def _stage_static(site: Path, staging: Staging, names: list[str]) -> list[Path]:
+    """Stage each static file unless an identical copy is in <site>/static/ (files other campaigns' pages load,
+    such as the full plotly bundle, are left there)."""
+    paths = []
+    for name in names:
+        src, dst = _static_source(name), site / STATIC / name
+        if not src.is_file():
+            raise PerfReportError(f"report_render: static file {name!r} not found at {src}; reinstall perftunereport "
+                                  f"(the wheel ships perfreport/site/static/ and templates/) and render again.")
+        staged = staging.root / name
+        if name == STYLESHEET:
+            text = stylesheet()
+            if not (dst.is_file() and dst.read_text(encoding="utf-8") == text):
+                write_text_atomic(staged, text)
+                staging.add(staged, dst)
+        elif not (dst.is_file() and filecmp.cmp(src, dst, shallow=False)):
+            shutil.copyfile(src, staged)  # created as open() creates: 0666 less the umask
+            staging.add(staged, dst)
+        paths.append(dst)
+    return paths
 
 
 def _listed(folder: Path) -> set[str]:
@@ -189,7 +255,7 @@ def _index_html(site: Path, staged: dict[str, Path]) -> str:
                         "cells": len(doc.get("cells") or []), "pages": len(doc.get("pages") or [])})
     return environment().get_template("index.html").render(
         title="Campaigns", campaign_id=None, static=f"{STATIC}/", nav=[], current="index.html", tables={},
-        charts={}, version=__version__, campaigns=entries, max_rows=MAX_HTML_ROWS, home="index.html")
+        charts={}, version=__version__, campaigns=entries, max_rows=MAX_HTML_ROWS, home="index.html", plotly=None)
 
 
 def _site_root(out_dir: Path, campaign: str) -> Path:
@@ -210,7 +276,7 @@ def report_render(campaign_dir: Path, out_dir: Path) -> RenderResult:
     at any point leaves the site as it was.
     """
     data = gather(Path(campaign_dir))
-    files = _files(data, build_pages(data))  # everything rendered before anything is written
+    files, static = _files(data, build_pages(data))  # everything rendered before anything is written
     site = _site_root(out_dir, data.campaign.id)
     folder = site / data.campaign.id
     made = not site.exists()
@@ -222,7 +288,7 @@ def report_render(campaign_dir: Path, out_dir: Path) -> RenderResult:
                 staged = staging.root / data.campaign.id
                 _stage_campaign(folder, staged, files)
                 staging.add(staged, folder)
-                plotly_js = _stage_plotly(site, staging)
+                static_paths = _stage_static(site, staging, static)
                 index = site / "index.html"
                 write_text_atomic(staging.root / "index.html", _index_html(site, {data.campaign.id: staged}))
                 staging.add(staging.root / "index.html", index)
@@ -236,4 +302,4 @@ def report_render(campaign_dir: Path, out_dir: Path) -> RenderResult:
         raise
     pages = [(folder / n, len(t.encode("utf-8"))) for n, t in files.items() if n.endswith(".html")]
     downloads = [len(t.encode("utf-8")) for n, t in files.items() if n.endswith((".csv", ".json")) and n != MANIFEST]
-    return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), plotly_js)
+    return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), static_paths)

@@ -7,14 +7,21 @@ string. Kernel names carry `<` and `>`: autoescape is what turns them into text.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 EMPTY = "—"
+# Table cells carry the number only; its unit is in the column header ("duration (µs)"), so a column reads as one
+# scale and sorts as one. Formats not listed here have no unit of their own (a Column may name one).
+UNITS = {"pct": "%", "ms": "ms", "duration_ns": "µs", "bytes": "KiB"}
+NUMERIC_FORMATS = frozenset({"num", "pct", "ms", "duration_ns", "bytes"})  # right-aligned, sorted as numbers
+NUM_COLUMN_RULES = 64  # site.css right-aligns numeric columns 1..64 by position (page_model.HtmlTable)
 
 
 def _is_number(v: Any) -> bool:
@@ -31,7 +38,8 @@ def num(v: Any, digits: int = 3) -> str:
         return "0"
     if abs(v) >= 10 ** digits:
         return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    text = f"{v:.{digits}g}"
+    return f"{v:,.0f}" if "e+" in text else text  # 999.7 rounds up to 1e+03 at 3 digits
 
 
 def pct(v: Any, decimals: int = 1) -> str:
@@ -80,11 +88,36 @@ FORMATTERS = {
     "num": num, "pct": pct, "duration_ns": duration_ns, "ms": ms, "bytes": size_bytes, "value": value,
     "text": lambda v: EMPTY if v is None else str(v),
 }
+# The same formats in a table cell: the number without its unit (UNITS puts it in the header), one scale per column.
+CELL_FORMATTERS = {
+    **FORMATTERS,
+    "pct": lambda v: EMPTY if not _is_number(v) else f"{v:.1f}",
+    "ms": lambda v: EMPTY if not _is_number(v) else f"{v:.3f}",
+    "duration_ns": lambda v: EMPTY if not _is_number(v) else f"{v / 1e3:,.1f}",
+    "bytes": lambda v: EMPTY if not _is_number(v) else f"{v / 2**10:,.1f}",
+}
 
 
 def fmt(v: Any, kind: str) -> str:
     """Format v with the formatter named kind (a Table column's fmt)."""
     return FORMATTERS[kind](v)
+
+
+def header(label: str, kind: str, unit: str | None = None) -> str:
+    """A column header with its unit: "time share (%)"; `unit` names one where the format has none."""
+    unit = unit or UNITS.get(kind)
+    return f"{label} ({unit})" if unit else label
+
+
+_CODE = re.compile(r"`([^`]+)`")
+_STRONG = re.compile(r"\*\*([^*]+)\*\*")
+
+
+def md(text: Any) -> Markup:
+    """Inline markdown of prose (what-to-capture steps, notes): `code` and **bold**; everything else escaped."""
+    html = str(escape(text))
+    html = _CODE.sub(r"<code>\1</code>", html)
+    return Markup(_STRONG.sub(r"<strong>\1</strong>", html))  # noqa: S704 - built from the escaped text
 
 
 def templates_dir() -> Path:
@@ -108,4 +141,5 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(FORMATTERS)
     env.filters["fmt"] = fmt
+    env.filters["md"] = md
     return env
