@@ -7,11 +7,15 @@ import fcntl
 import gzip
 import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
@@ -152,3 +156,50 @@ def gunzip_bytes(data: bytes, label: str) -> bytes:
     if not inflate.eof:
         raise EOFError("compressed file ended before the end-of-stream marker was reached")
     return out
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what Excel, LibreOffice and Sheets run as a formula
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def defused(text: str) -> str:
+    """A text cell a spreadsheet would run as a formula gets a leading single quote (shown as text, never run);
+    a number spelled as text (-1.5) is left as it is: no formula can hide in it. A carriage return becomes a line
+    feed: the csv module quotes a field holding the line terminator (\\n) but not a bare \\r, which would split
+    the row in every reader."""
+    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
+        text = "'" + text
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def json_default(v: Any) -> Any:
+    """json.dumps fallback for database values: DECIMAL as float, dates ISO, bytes hex, sets sorted, the rest str."""
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, datetime | date) or hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, bytes | bytearray):
+        return v.hex()
+    if isinstance(v, set | frozenset):
+        return sorted(v, key=str)
+    return str(v)
+
+
+def csv_cell(v: Any) -> str:
+    """One CSV cell, for the site's downloads and the CLI's --format csv: numbers unformatted, null empty, lists and
+    objects as JSON, formula-looking text defused (a spreadsheet shows `=cmd|...` as text, never runs it)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    if isinstance(v, int | Decimal):
+        return str(v)
+    if isinstance(v, dict | list | tuple):
+        return defused(json.dumps(v, sort_keys=True, ensure_ascii=False, default=json_default))
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, bytes | bytearray):
+        return v.hex()
+    return defused(str(v))

@@ -9,8 +9,6 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
-from decimal import Decimal
 from typing import Any
 
 import click
@@ -20,6 +18,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from perfreport.cli.options import PIPE_WIDTH
+from perfreport.files import csv_cell, json_default
 
 TEXT_MIN_WIDTH = 10  # a text column is folded down to this width before the table gives up fitting
 WORD_MAX_WIDTH = 24  # a text column of single words no longer than this (ids, families, verdicts) is never folded
@@ -114,19 +113,6 @@ def print_table(table: Table, out: Console | None = None) -> None:
                   f"({'--format csv or --format json prints them all; ' if formats else ''}COLUMNS sets the width)")
 
 
-def _json_default(v: Any) -> Any:
-    """json.dumps fallback for database values: DECIMAL as float, dates ISO, bytes hex, paths and the rest str."""
-    if isinstance(v, Decimal):
-        return float(v)
-    if isinstance(v, datetime | date) or hasattr(v, "isoformat"):
-        return v.isoformat()
-    if isinstance(v, bytes | bytearray):
-        return v.hex()
-    if isinstance(v, set | frozenset):
-        return sorted(v, key=str)
-    return str(v)
-
-
 def _finite(v: Any) -> Any:
     """v with NaN and infinities as null (JSON has no spelling for them), in lists and objects too."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -141,40 +127,18 @@ def _finite(v: Any) -> Any:
 def json_text(doc: Any, indent: int | None = None) -> str:
     """One JSON document: keys sorted, text as itself (no \\u escapes), every digit kept, NaN as null."""
     try:
-        return json.dumps(doc, sort_keys=True, ensure_ascii=False, default=_json_default, indent=indent,
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False, default=json_default, indent=indent,
                           allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(doc), sort_keys=True, ensure_ascii=False, default=_json_default, indent=indent)
-
-
-def csv_value(v: Any) -> str:
-    """One CSV cell: numbers unformatted, null empty, lists and objects as JSON, formula-looking text defused
-    (as the site's CSV downloads: a spreadsheet shows `=cmd|...` as text, never runs it)."""
-    from perfreport.site.page_model import defused
-
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ""
-    if isinstance(v, int | Decimal):
-        return str(v)
-    if isinstance(v, dict | list | tuple):
-        return defused(json.dumps(v, sort_keys=True, ensure_ascii=False, default=_json_default))
-    if isinstance(v, datetime | date):
-        return v.isoformat()
-    if isinstance(v, bytes | bytearray):
-        return v.hex()
-    return defused(str(v))
+        return json.dumps(_finite(doc), sort_keys=True, ensure_ascii=False, default=json_default, indent=indent)
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A header line and one line per row, quoted as RFC 4180 says (the csv module), lines ending in \\n."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([csv_value(c) for c in columns])
-    writer.writerows([csv_value(v) for v in row] for row in rows)
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buf.getvalue()
 
 

@@ -8,12 +8,10 @@ from typing import Any
 
 from perfreport.config.ceilings import classify_family
 from perfreport.ncu.catalog.chips import unmapped_message
-from perfreport.ncu.derive import DeriveContext, derive_launch, verdict
+from perfreport.ncu.derive import DeriveContext, derive_launch, device_name, verdict
 from perfreport.ncu.model import Capture, KernelLaunch, rule_row
 from perfreport.ncu.row import agg_names
 
-# Exports that carry ncu's rule results (the raw page holds none).
-RULE_FORMATS = ("ncu-rep", "csv-details")
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
 STAT_FIELDS = agg_names("mean")
 # Fields that must agree across launches of one kernel: taken from the first launch.
@@ -119,7 +117,7 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
     A (name, grid, block) whose launches did different work gives one entry per piece of work, numbered
     `instance` 1, 2, .. by first launch; one that did the same work throughout gives one entry with instance null.
     """
-    has_rules = capture.source_format in RULE_FORMATS and any(k.rules for k in capture.launches)
+    has_rules = any(k.rules for k in capture.launches)  # a raw-page export holds none: its rows get null
     groups: dict[tuple[str, str, str], list[KernelLaunch]] = {}
     for launch in sorted(capture.launches, key=lambda k: k.launch_id):
         groups.setdefault(kernel_key(launch), []).append(launch)
@@ -145,8 +143,7 @@ def _warn_unmapped(capture: Capture, entries: list[dict[str, Any]]) -> None:
     if launches:
         first = launches[0]
         metrics = {m for k in launches for m in k.metrics}
-        capture.warnings.append(unmapped_message(first.text.get("device__attribute_display_name"), first.cc or None,
-                                                 None, metrics))
+        capture.warnings.append(unmapped_message(device_name(first), first.cc or None, None, metrics))
 
 
 def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: str) -> dict[str, Any]:

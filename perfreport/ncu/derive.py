@@ -74,10 +74,15 @@ def _plain_count(get: Getter, rate_metric: str, cycles: float | None) -> float |
     return None
 
 
+def device_name(launch: KernelLaunch) -> str | None:
+    """The display name of the GPU a launch ran on (`NVIDIA H200`), when the export holds it."""
+    return launch.text.get(load_catalog().text["gpu"])
+
+
 def launch_chip(launch: KernelLaunch) -> str | None:
     """The chips.yaml map of the GPU a launch ran on, from its display name and compute capability; None when no
     verified map fits (its tensor FLOPs are then null, never summed over another chip's counters)."""
-    return chip_for(launch.text.get(load_catalog().text["gpu"]), launch.cc or None)
+    return chip_for(device_name(launch), launch.cc or None)
 
 
 def flops(get: Getter, cat: Catalog, paths: Paths | None) -> tuple[dict[str, float | None] | None, dict[str, float]]:
@@ -129,17 +134,18 @@ def _block_limit(get: Getter, cat: Catalog) -> tuple[dict[str, float], str | Non
     return limits, "+".join(sorted(k for k, v in limits.items() if v == low))
 
 
-def _stalls(get: Getter, cat: Catalog) -> dict[str, float] | None:
-    ratios = {r: v for r, m in cat.warp_stalls.items() if (v := get(m)) is not None}
-    total = sum(ratios.values())
-    if not ratios or total <= 0:
-        return None
-    return {r: 100.0 * v / total for r, v in sorted(ratios.items())}
-
-
 def _stall_cycles(get: Getter, cat: Catalog) -> dict[str, float] | None:
+    """Cycles per issued instruction a warp spends stalled, per reason, as captured (None when none is)."""
     cycles = {r: v for r, m in sorted(cat.warp_stalls.items()) if (v := get(m)) is not None}
     return cycles or None
+
+
+def _stall_shares(cycles: dict[str, float] | None) -> dict[str, float] | None:
+    """Each reason's share of the stall cycles, in %."""
+    total = sum(cycles.values()) if cycles else 0.0
+    if not cycles or total <= 0:
+        return None
+    return {r: 100.0 * v / total for r, v in cycles.items()}
 
 
 def _divergence(get: Getter, cat: Catalog) -> float | None:
@@ -232,6 +238,7 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
     chip = launch_chip(launch)
     paths = None if chip is None else tensor_paths(chip)
     fl, by_dtype = flops(get, cat, paths)
+    stall_cycles = _stall_cycles(get, cat)
     dram, dram_method = dram_bytes(get, cat, sec)
     total = None if fl is None else fl["total"]
     ai = total / dram if total is not None and dram else None
@@ -282,8 +289,8 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
             p for p in smem_parts if p is not None),
         "block_limits": limits or None,
         "block_limit_factor": limiter,
-        "warp_stalls_pct": _stalls(get, cat),
-        "warp_stall_cycles": _stall_cycles(get, cat),
+        "warp_stalls_pct": _stall_shares(stall_cycles),
+        "warp_stall_cycles": stall_cycles,
         "warp_cycles_per_issued_inst": get(s["warp_cycles_per_issued_inst"]),
         "waves_per_sm": get(s["waves_per_sm"]),
         "l1_hit_rate_pct": get(s["l1_hit_rate_pct"]),

@@ -63,6 +63,11 @@ def _num(name: str, unit: str | None, description: str, **kw: Any) -> Field:
     return Field(name, "number", True, unit, description, agg="mean", **kw)
 
 
+def _captured(name: str, unit: str | None, description: str, **kw: Any) -> Field:
+    """A number ncu reports itself: metrics.yaml's scalar of the same name, as captured."""
+    return _num(name, unit, description, formula="as captured", reads=(f"scalars.{name}",), **kw)
+
+
 _NULLABLE_NUMBERS = {"type": ["number", "null"]}
 # AI: null when FLOP or byte counters are missing; 0 only when they were captured and counted no FLOP (a copy)
 _AI_OR_NULL = {"oneOf": [{"type": "null"}, {"type": "number", "minimum": 0}]}
@@ -155,18 +160,12 @@ KERNEL_ROW: tuple[Field, ...] = (
          formula="100 x achieved_dram_tbps / (dram__bytes.sum.peak_sustained x DRAM clock)",
          reads=("scalars.dram_bytes_peak_per_cycle", "scalars.dram_hz", "scalars.dram_bytes_sum",
                 "scalars.duration_ns")),
-    _num("sm_throughput_pct", "%", "ncu SM throughput", required=True,
-         formula="as captured", reads=("scalars.sm_throughput_pct",)),
-    _num("dram_throughput_pct", "%", "ncu DRAM throughput", required=True,
-         formula="as captured", reads=("scalars.dram_throughput_pct",)),
-    _num("memory_throughput_pct", "%", "ncu memory throughput",
-         formula="as captured", reads=("scalars.memory_throughput_pct",)),
-    _num("achieved_occupancy_pct", "%", "achieved occupancy", required=True,
-         formula="as captured", reads=("scalars.achieved_occupancy_pct",)),
-    _num("theoretical_occupancy_pct", "%", "theoretical occupancy", required=True,
-         formula="as captured", reads=("scalars.theoretical_occupancy_pct",)),
-    _num("regs_per_thread", "registers", "registers per thread", required=True,
-         formula="as captured", reads=("scalars.regs_per_thread",)),
+    _captured("sm_throughput_pct", "%", "ncu SM throughput", required=True),
+    _captured("dram_throughput_pct", "%", "ncu DRAM throughput", required=True),
+    _captured("memory_throughput_pct", "%", "ncu memory throughput"),
+    _captured("achieved_occupancy_pct", "%", "achieved occupancy", required=True),
+    _captured("theoretical_occupancy_pct", "%", "theoretical occupancy", required=True),
+    _captured("regs_per_thread", "registers", "registers per thread", required=True),
     _num("smem_per_block_bytes", "bytes", "static + dynamic shared memory per block", required=True,
          formula="static + dynamic shared memory per block",
          reads=("scalars.smem_static_per_block_bytes", "scalars.smem_dynamic_per_block_bytes")),
@@ -213,20 +212,15 @@ KERNEL_ROW: tuple[Field, ...] = (
          reads=("tensor_flops", "cuda_core_flops", "scalars.dram_bytes_sum", "scalars.duration_ns")),
     Field("family_ceiling_key", "string", True, None, "key path of the family's roof", agg="first",
           warehouse=False),
-    _num("achieved_active_warps_per_sm", "warps", "achieved active warps per SM", warehouse=False,
-         formula="as captured", reads=("scalars.achieved_active_warps_per_sm",)),
-    _num("branch_efficiency_pct", "%", "ncu branch efficiency", warehouse=False,
-         formula="as captured", reads=("scalars.branch_efficiency_pct",)),
-    _num("waves_per_sm", "waves", "waves of blocks per SM at the launch's occupancy", warehouse=False,
-         formula="as captured", reads=("scalars.waves_per_sm",)),
-    _num("l1_hit_rate_pct", "%", "L1/TEX sector hit rate", warehouse=False,
-         formula="as captured", reads=("scalars.l1_hit_rate_pct",)),
-    _num("l2_hit_rate_pct", "%", "L2 sector hit rate", warehouse=False,
-         formula="as captured", reads=("scalars.l2_hit_rate_pct",)),
-    _num("tensor_pipe_active_pct", "%", "tensor pipe active cycles per SM active cycle (hmma and gmma)",
-         warehouse=False, formula="as captured", reads=("scalars.tensor_pipe_active_pct",)),
-    _num("warp_cycles_per_issued_inst", "cycles", "cycles between two instructions a warp issues", warehouse=False,
-         formula="as captured", reads=("scalars.warp_cycles_per_issued_inst",)),
+    _captured("achieved_active_warps_per_sm", "warps", "achieved active warps per SM", warehouse=False),
+    _captured("branch_efficiency_pct", "%", "ncu branch efficiency", warehouse=False),
+    _captured("waves_per_sm", "waves", "waves of blocks per SM at the launch's occupancy", warehouse=False),
+    _captured("l1_hit_rate_pct", "%", "L1/TEX sector hit rate", warehouse=False),
+    _captured("l2_hit_rate_pct", "%", "L2 sector hit rate", warehouse=False),
+    _captured("tensor_pipe_active_pct", "%", "tensor pipe active cycles per SM active cycle (hmma and gmma)",
+              warehouse=False),
+    _captured("warp_cycles_per_issued_inst", "cycles", "cycles between two instructions a warp issues",
+              warehouse=False),
     Field("warp_stall_cycles", "object", True, "cycles", "cycles per issued instruction a warp spends stalled, "
           "per reason (their sum is about warp_cycles_per_issued_inst)", agg="dicts", warehouse=False,
           schema={"additionalProperties": _NULLABLE_NUMBERS},
@@ -234,8 +228,7 @@ KERNEL_ROW: tuple[Field, ...] = (
     Field("rules", "array", True, None, "ncu's rule results (guided analysis) of the row's first launch: section, "
           "rule, type (INF, OPT, WRN, ERR), message, estimated speedup; null when the export holds none (raw page)",
           level="kernel", warehouse=False, schema={"items": _RULE}),
-    _num("sm_hz", "Hz", "SM clock during the kernel", warehouse=False,
-         formula="as captured", reads=("scalars.sm_hz",)),
+    _captured("sm_hz", "Hz", "SM clock during the kernel", warehouse=False),
 )
 FIELDS = {f.name: f for f in KERNEL_ROW}
 

@@ -10,6 +10,7 @@ formula and the ncu metrics it read, resolved from the metric catalog.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 from urllib.parse import quote
 
@@ -60,16 +61,10 @@ def open_commands(source: dict[str, Any]) -> list[str]:
     path, fmt = str(source.get("source") or source.get("id") or ""), source.get("format")
     if fmt == "ncu-rep":
         report = path[:-3] if path.endswith(".gz") else path
-        unzip = [f"gunzip -k {_sh(path)}   # ncu reads the report uncompressed"] if report != path else []
-        return [*unzip, NCU_OPEN.format(report=_sh(report)), UI_OPEN.format(report=_sh(report))]
+        unzip = [f"gunzip -k {shlex.quote(path)}   # ncu reads the report uncompressed"] if report != path else []
+        return [*unzip, NCU_OPEN.format(report=shlex.quote(report)), UI_OPEN.format(report=shlex.quote(report))]
     return [f"{path} is an ncu CSV export ({fmt}); the .ncu-rep it came from is not recorded here. Open that report "
             f"with: {NCU_OPEN.format(report='REPORT.ncu-rep')}"]
-
-
-def _sh(path: str) -> str:
-    """A path as a shell word: quoted when it holds anything but the plain characters of file names."""
-    plain = all(c.isalnum() or c in "._-/+" for c in path)
-    return path if plain and path else "'" + path.replace("'", "'\\''") + "'"
 
 
 def field_table() -> list[dict[str, Any]]:

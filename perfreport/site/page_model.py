@@ -6,13 +6,13 @@ import csv
 import io
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
 
+from perfreport.files import csv_cell
 from perfreport.site.templating import CELL_FORMATTERS, NUM_COLUMN_RULES, NUMERIC_FORMATS, header
 
 TABLE_SCHEMA_VERSION = 1
@@ -70,10 +70,10 @@ class Table:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow([c.key for c in self.columns])
         keys = [c.key for c in self.columns]
-        plain = (int, float, type(None))  # numbers stay numbers; text goes through _csv_value (formulas)
+        plain = (int, float, type(None))  # numbers stay numbers; text goes through csv_cell (formulas)
         for row in self.rows:
             values = list(map(row.get, keys))
-            writer.writerow(v if v.__class__ in plain else _csv_value(v) for v in values)
+            writer.writerow(v if v.__class__ in plain else csv_cell(v) for v in values)
         return buf.getvalue()
 
     def json_text(self) -> str:
@@ -158,29 +158,3 @@ def _encode_row(dump: Any, row: dict[str, Any]) -> str:
         return str(dump(row))
     except ValueError:
         return str(dump({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}))
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what Excel, LibreOffice and Sheets run as a formula
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def defused(text: str) -> str:
-    """A text cell a spreadsheet would run as a formula gets a leading single quote (shown as text, never run);
-    a number spelled as text (-1.5) is left as it is: no formula can hide in it. A carriage return becomes a line
-    feed: the csv module quotes a field holding the line terminator (\\n) but not a bare \\r, which would split
-    the row in every reader."""
-    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
-        text = "'" + text
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
-
-
-def _csv_value(v: Any) -> str:
-    if v is None:
-        return ""
-    if v.__class__ is str:
-        return defused(v)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict | list | tuple):
-        return json.dumps(v, sort_keys=True, ensure_ascii=False)
-    return defused(str(v))

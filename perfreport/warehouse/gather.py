@@ -88,11 +88,6 @@ class CampaignData:
         return any(r.get("time_share_pct") is not None or r.get("sample_share_pct") is not None
                    for r in self.join_by_cell.get(cell_id, []))
 
-    @property
-    def has_time_shares(self) -> bool:
-        """Return True when any cell has an imported time share or sample share."""
-        return any(r.get("time_share_pct") is not None or r.get("sample_share_pct") is not None for r in self.join)
-
 
 def _read_json(path: Path) -> Any:
     try:
