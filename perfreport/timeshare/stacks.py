@@ -22,8 +22,8 @@ from perfreport.errors import InputError
 from perfreport.ncu.cells import FILE_NAME as NCU_FILE
 from perfreport.ncu.cells import read_cell
 from perfreport.ncu.kernel_identity import normalize
-from perfreport.timeshare import store
 from perfreport.timeshare.model import INT64_LIMIT, quoted
+from perfreport.timeshare.store import FILES, SCHEMA_VERSION
 
 Frame = tuple[str, ...]  # one frame's names: the one shown first, then others (a pprof function's system_name)
 _MARKED = re.compile(r"^\s*\[(?:gpu|cuda)[ _-]?kernel\]\s*(\S.*)$", re.IGNORECASE)
@@ -45,7 +45,7 @@ def known_kernels(cell_dir: Path) -> KnownKernels:
     """The kernels of the cell's ncu_kernels.json and kernel_times.json (rule 1); none when neither exists."""
     functions: set[str] = set()
     files = []
-    for name, version in ((NCU_FILE, 1), (store.FILES["kernel_times"], store.SCHEMA_VERSION)):
+    for name, version in ((NCU_FILE, 1), (FILES["kernel_times"], SCHEMA_VERSION)):
         data = read_cell(cell_dir / name, version)
         if data is None:
             continue
