@@ -45,7 +45,7 @@ test: venv browser postgres lint
 # The kernel item of ncu_kernels.schema.json, the README tour output, docs/cli.md and docs/capture.md tables are
 # generated from the code; a test fails when any is stale.
 docs: venv
-	$(BIN)/python -m perfreport.ncu.row --write
+	$(BIN)/python -m perfreport.kernels.row --write
 	$(BIN)/cog -r README.md docs/cli.md docs/capture.md
 
 clean:

@@ -429,6 +429,6 @@ def test_fuzz_damaged_real_files_raise_only_input_error(tmp_path: Path, name: st
     ("void (anonymous namespace)::unnamed_kernel(float *)", "unnamed_kernel"),
 ])
 def test_function_name_with_the_anonymous_namespace(demangled: str, expected: str) -> None:
-    from perfreport.ncu.catalog.names import function_name
+    from perfreport.kernels.names import function_name
 
     assert function_name(demangled) == expected

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from conftest import run_cli, write_config
 
-from perfreport.ncu.cells import load_schema
+from perfreport.kernels.cells import load_schema
 
 TESTS = Path(__file__).parent
 ORACLE = TESTS / "data" / "h200_oracle"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfreport.errors import InputError
-from perfreport.ncu.kernel_identity import name_matches, normalize, simplify
+from perfreport.kernels.identity import name_matches, normalize, simplify
 from perfreport.ncu.read import read_export
 from perfreport.ncu.rep.reader import read_rep
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.ncu.csv.read import read_csv_export
 from perfreport.ncu.importer import import_ncu
 from perfreport.ncu.model import rule_row
 from perfreport.ncu.rep.reader import read_rep
-from perfreport.ncu.row import KERNEL_ROW
 from perfreport.site.kernel_pages import field_table, kernel_data, kernel_href, open_commands
 from perfreport.site.render import RenderResult
 from perfreport.warehouse.gather import gather
@@ -125,7 +125,7 @@ def test_every_derived_number_names_its_formula_and_real_metrics() -> None:
     table = {f["field"]: f for f in field_table()}
     for f in KERNEL_ROW:
         if f.level == "launch" and f.type in ("number", "object") and f.name not in ("stats", "per_launch"):
-            assert f.formula and f.reads, f"{f.name}: no formula or metrics in perfreport/ncu/row.py"
+            assert f.formula and f.reads, f"{f.name}: no formula or metrics in perfreport/kernels/row.py"
     for name, entry in table.items():
         assert entry["metrics"], name
         assert set(entry["metrics"]) <= needed, name  # the catalog's names: what the readers extract

@@ -316,7 +316,7 @@ def test_gzip_bombs_are_refused_by_the_csv_and_trace_importers(tmp_path: Path) -
 
 
 def test_a_kernel_name_past_the_bound_is_refused_by_csv_and_time_share_importers(tmp_path: Path) -> None:
-    from perfreport.ncu.kernel_identity import MAX_NAME_CHARS
+    from perfreport.kernels.identity import MAX_NAME_CHARS
 
     camp = _renamed_cell(tmp_path, "k" * (MAX_NAME_CHARS + 1))
     code, out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", CELL, "--bundle",

@@ -1,4 +1,4 @@
-"""The kernel-row table (perfreport/ncu/row.py) against everything that names kernel-row fields.
+"""The kernel-row table (perfreport/kernels/row.py) against everything that names kernel-row fields.
 
 The schema's kernel item is generated from it, the warehouse's ncu_kernels columns and the lake's measures are built
 from it, and derive_launch / summarize_capture emit exactly its names on real captures.
@@ -15,8 +15,8 @@ import pytest
 
 from perfreport.config import validate
 from perfreport.config.ceilings import load_ceilings
+from perfreport.kernels import row
 from perfreport.lake import rows as lake_rows
-from perfreport.ncu import row
 from perfreport.ncu.aggregate import summarize_capture
 from perfreport.ncu.derive import DeriveContext, derive_launch
 from perfreport.ncu.read import read_export

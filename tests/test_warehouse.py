@@ -12,8 +12,8 @@ from conftest import run_cli
 
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import write_json_atomic
+from perfreport.kernels.identity import simplify
 from perfreport.ncu.importer import import_ncu
-from perfreport.ncu.kernel_identity import simplify
 from perfreport.warehouse.db import TABLES, open_campaign, query
 
 TESTS = Path(__file__).parent

@@ -40,7 +40,7 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (
 
 
 def _short(name: str) -> str:
-    from perfreport.ncu.catalog.names import function_name
+    from perfreport.kernels.names import function_name
 
     return function_name(name)
 

@@ -159,7 +159,7 @@ def print_timeshare_summary(result: TimeshareResult, fmt: str = "table") -> None
 
 
 def _timeshare_table(result: TimeshareResult, rows: list[dict[str, Any]]) -> None:
-    from perfreport.ncu.kernel_identity import simplify
+    from perfreport.kernels.identity import simplify
 
     out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}{', ' + s['report'] if s['report'] else ''}]" for s in result.sources)

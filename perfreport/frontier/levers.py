@@ -22,7 +22,7 @@ from perfreport.config import validate
 from perfreport.config.campaign import Campaign
 from perfreport.errors import ConfigError, InputError
 from perfreport.frontier.candidates import EASE
-from perfreport.ncu.kernel_identity import name_matches
+from perfreport.kernels.identity import name_matches
 from perfreport.yamlio import error_place
 
 LEVERS_NAME = "levers.yaml"

@@ -21,7 +21,7 @@ from perfreport.errors import InputError
 from perfreport.files import write_text_atomic
 from perfreport.frontier.candidates import KernelLever, next_lever, rank_campaign
 from perfreport.frontier.levers import LEVERS_NAME, LeversFile, ValuedLever, load_levers, rank_frontier
-from perfreport.ncu.kernel_identity import name_matches
+from perfreport.kernels.identity import name_matches
 from perfreport.warehouse.gather import CampaignData, gather
 
 SCHEMA_VERSION = 1

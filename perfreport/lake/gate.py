@@ -16,7 +16,7 @@ from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.config.context import CONTEXT_FIELDS, context_value_problem, missing_context_fields
 from perfreport.errors import ConfigError, PerfReportError
 from perfreport.frontier.krhpa import krhpa_problems
-from perfreport.ncu.cells import FILE_NAME, read_cell
+from perfreport.kernels.cells import FILE_NAME, read_cell
 
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
 

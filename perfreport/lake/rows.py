@@ -17,8 +17,8 @@ import pyarrow as pa
 from perfreport.config.campaign import Campaign
 from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.frontier.krhpa import krhpa_label
+from perfreport.kernels.row import FIELDS as KERNEL_FIELDS
 from perfreport.lake.gate import CellCheck
-from perfreport.ncu.row import FIELDS as KERNEL_FIELDS
 
 BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
 FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
@@ -41,7 +41,7 @@ GATE = [("context_complete", pa.bool_()), ("problems", pa.list_(pa.string())), (
 KRHPA = [("krhpa_label", pa.string())]
 
 ARROW_TYPES = {"string": pa.string(), "number": pa.float64(), "integer": pa.int64(), "boolean": pa.bool_()}
-# Kernel-row fields the lake keeps, typed from the row table (perfreport/ncu/row.py), plus two the lake computes.
+# Kernel-row fields the lake keeps, typed from the row table (perfreport/kernels/row.py), plus two the lake computes.
 # The order is the lake schema's and must not change: committed lakes are read with it.
 LAKE_ONLY_MEASURES = {"flops_total": pa.float64(), "sol_pct_note": pa.string()}
 MEASURE_NAMES = (

@@ -7,10 +7,10 @@ import statistics
 from typing import Any
 
 from perfreport.config.ceilings import classify_family
+from perfreport.kernels.row import agg_names
 from perfreport.ncu.catalog.chips import unmapped_message
 from perfreport.ncu.derive import DeriveContext, derive_launch, device_name, verdict
 from perfreport.ncu.model import Capture, KernelLaunch, rule_row
-from perfreport.ncu.row import agg_names
 
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
 STAT_FIELDS = agg_names("mean")

@@ -12,10 +12,10 @@ from perfreport.config.ceilings import load_ceilings
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
+from perfreport.kernels.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
+from perfreport.kernels.identity import check_name_length
 from perfreport.ncu.aggregate import summarize_capture
-from perfreport.ncu.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
 from perfreport.ncu.derive import DeriveContext
-from perfreport.ncu.kernel_identity import check_name_length
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
 from perfreport.ncu.rep.reader import FileHash

@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
-from perfreport.ncu.row import KERNEL_ROW
 from perfreport.site.page_model import Page
 from perfreport.site.templating import templates_dir
 from perfreport.warehouse.gather import CampaignData, CellData

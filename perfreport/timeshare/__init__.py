@@ -14,8 +14,8 @@ from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.errors import InputError
 from perfreport.files import locked
 from perfreport.ids import check_id
-from perfreport.ncu.cells import check_source, source_id
-from perfreport.ncu.kernel_identity import check_name_length
+from perfreport.kernels.cells import check_source, source_id
+from perfreport.kernels.identity import check_name_length
 from perfreport.timeshare import store
 from perfreport.timeshare.model import Parsed, TimeshareResult, decode_text, read_input, sha256
 from perfreport.timeshare.nsys_csv import EXPECTED as NSYS_EXPECTED

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from perfreport.errors import InputError
-from perfreport.ncu.cells import FILE_NAME as NCU_FILE
-from perfreport.ncu.cells import read_cell
-from perfreport.ncu.kernel_identity import normalize
+from perfreport.kernels.cells import FILE_NAME as NCU_FILE
+from perfreport.kernels.cells import read_cell
+from perfreport.kernels.identity import normalize
 from perfreport.timeshare.model import INT64_LIMIT, quoted
 from perfreport.timeshare.store import FILES, SCHEMA_VERSION
 

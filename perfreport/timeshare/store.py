@@ -8,8 +8,8 @@ from typing import Any
 from perfreport.config import validate
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
-from perfreport.ncu.cells import read_cell
-from perfreport.ncu.kernel_identity import normalize
+from perfreport.kernels.cells import read_cell
+from perfreport.kernels.identity import normalize
 from perfreport.timeshare.model import INT64_LIMIT, Parsed
 
 SCHEMA_VERSION = 1

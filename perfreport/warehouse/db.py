@@ -19,8 +19,8 @@ from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.config.ceilings import Ceilings, load_ceilings
 from perfreport.config.context import is_not_applicable
 from perfreport.errors import InputError, PerfReportError
-from perfreport.ncu.kernel_identity import normalize, simplify
-from perfreport.ncu.row import KERNEL_ROW
+from perfreport.kernels.identity import normalize, simplify
+from perfreport.kernels.row import KERNEL_ROW
 
 SCHEMA_VERSION = 1
 NCU_FILE = "ncu_kernels.json"
@@ -51,7 +51,7 @@ NCU_SOURCE_FIELDS: list[tuple[str, str, str]] = [
     ("section_set", "section_set", "VARCHAR"), ("kernels", "kernels", "INTEGER"),
     ("launches", "launches", "INTEGER"), ("command_line", "command_line", "VARCHAR"),
 ]
-# The kernel row's loaded fields, in table order, with their DuckDB types (perfreport/ncu/row.py).
+# The kernel row's loaded fields, in table order, with their DuckDB types (perfreport/kernels/row.py).
 NCU_KERNEL_FIELDS: list[tuple[str, str, str]] = [
     (f.name, f.column or f.name, f.duckdb_type()) for f in KERNEL_ROW if f.warehouse
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from perfreport.errors import EmptyCaptureError, InputError
 from perfreport.files import gunzip_limit, gzip_bomb, sha256_file
-from perfreport.ncu.catalog.names import function_name
+from perfreport.kernels.names import function_name
 from perfreport.ncu.model import KernelLaunch
 from perfreport.ncu.rep.proto import MAGIC as REP_MAGIC
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from perfreport.errors import InputError
 from perfreport.files import gunzip_bounded
+from perfreport.kernels.identity import MAX_NAME_CHARS
+from perfreport.kernels.names import function_name
 from perfreport.ncu.catalog.metrics import load_catalog
-from perfreport.ncu.catalog.names import function_name
 from perfreport.ncu.catalog.sets import infer_section_set
-from perfreport.ncu.kernel_identity import MAX_NAME_CHARS
 from perfreport.ncu.model import Capture, KernelLaunch, Rule
 from perfreport.ncu.rep import wire
 from perfreport.ncu.rep.proto import MAGIC, Damaged, ReportBytes, Truncated, UnknownLayout

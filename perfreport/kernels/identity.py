@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from perfreport.errors import InputError
-from perfreport.ncu.catalog.names import anonymous_spelled_once, function_name
+from perfreport.kernels.names import anonymous_spelled_once, function_name
 
 # No compiler writes a kernel name this long (templated ones run to a few thousand characters): a longer one is
 # damaged bytes, and a name cut to fit could merge two kernels into one row. Every importer refuses it.

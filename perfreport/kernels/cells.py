@@ -14,7 +14,7 @@ from perfreport.files import write_json_atomic
 
 SCHEMA_VERSION = 1
 FILE_NAME = "ncu_kernels.json"
-SCHEMA_FILE = "ncu_kernels.schema.json"  # its kernel item is generated from perfreport/ncu/row.py
+SCHEMA_FILE = "ncu_kernels.schema.json"  # its kernel item is generated from perfreport/kernels/row.py
 
 
 def load_schema() -> dict[str, Any]:
