@@ -28,9 +28,11 @@ def test_hardware_key_from_the_gpu_name() -> None:
     assert hardware_key("NVIDIA H200", (9, 0), known) == "h200_sm90"
     assert hardware_key("NVIDIA H100 80GB HBM3", (9, 0), known) == "h100_sm90"
     assert hardware_key("NVIDIA A100-SXM4-80GB", (8, 0), known) == "a100_sm80"
+    assert hardware_key("NVIDIA A100-PCIE-40GB", (8, 0), known) == "a100_pcie_40gb_sm80"  # not the SXM board's HBM
+    assert hardware_key("NVIDIA H100 PCIe", (9, 0), known) == "h100_pcie_sm90"
     with pytest.raises(GpuHostError) as err:
-        hardware_key("NVIDIA L40S", (8, 9), known)
-    assert "'l40s_sm89'" in err.value.message and "--hardware" in err.value.message
+        hardware_key("NVIDIA L20", (8, 9), known)
+    assert "'NVIDIA L20'" in err.value.message and "--hardware" in err.value.message
 
 
 def test_throttle_reasons_are_named() -> None:
@@ -70,7 +72,7 @@ def test_without_a_cuda_device_the_cli_says_so(monkeypatch: pytest.MonkeyPatch, 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--dtypes", "bf16,fp4"], "--dtypes: expected a comma-separated subset of bf16,fp16,tf32,fp8,int8, got bf16,fp4"),
-    (["--hardware", "l40s_sm89"], "--hardware 'l40s_sm89': not a hardware key of sol-ceilings.yaml"),
+    (["--hardware", "l20_sm89"], "--hardware 'l20_sm89': not a hardware key of sol-ceilings.yaml"),
     (["--seconds", "0"], "--seconds: expected a sustained length > 0 s, got 0.0"),
 ])
 def test_bad_options_fail_before_any_gpu_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str],

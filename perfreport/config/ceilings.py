@@ -2,7 +2,8 @@
 
 Every peak number lives in perfreport/config/sol-ceilings.yaml (with its datasheet source); none is written
 here. A key path names one ceiling: `<hw>.<name>` for a datasheet peak (`h200_sm90.bf16_dense_tflops`) and
-`<hw>.empirical.<name>` for one measured on our machines. docs/ceilings.md describes the file.
+`<hw>.empirical.<name>` for one measured on our machines. Each hardware block also says how a capture of that GPU
+is recognized (`cc`, `device_names`, `examples`; Ceilings.hardware_for_device). docs/ceilings.md describes the file.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ _TOKEN_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*_(tflops|tops|tbps)$")
 _TOP_KEYS = ("schema_version", "hardware", "category_ceiling_map", "dtype_ceiling_map", "families",
              "achievable_ceiling_map")
-_HW_KEYS = ("description", "datasheet", "empirical", "launch_floor_us")
+_HW_KEYS = ("description", "cc", "device_names", "examples", "datasheet", "empirical", "launch_floor_us")
+_DEVICE_KEYS = ("cc", "device_names", "examples")
+_CC_RE = re.compile(r"^(\d+)\.(\d+)$")
+_TOKEN_CC_RE = re.compile(r"_sm(\d+)$")
 _DATASHEET_KEYS = ("value", "source")
 _EMPIRICAL_KEYS = ("value", "method", "measured", "where")
 
@@ -124,12 +128,63 @@ def _check_empirical_entry(c: _Checker, path: str, entry: Any) -> None:
     c.text(f"{path}.where", entry.get("where"), "a string naming the machine and GPU it was measured on")
 
 
-def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool) -> None:
+def _display_key(name: str) -> str:
+    """A display name as it is matched: stripped, runs of whitespace made one space."""
+    return " ".join(name.split())
+
+
+def _check_device_keys(c: _Checker, path: str, hw: Any, block: dict[str, Any], *, required: bool,
+                       complete: bool) -> None:
+    """cc, device_names and examples: how a capture is recognized. Required in the packaged file; in an override a
+    new block may leave all three out (it is then only named by token), but one of them needs the other two; a
+    known block may change any one of them (the merged file is checked as a whole afterwards)."""
+    present = [k for k in _DEVICE_KEYS if k in block]
+    for key in _DEVICE_KEYS:
+        if key not in block and (required or (complete and present)):
+            why = "every packaged block is recognized from its captures" if required else \
+                f"{present[0]} is given, and a block with one of {list(_DEVICE_KEYS)} needs all three"
+            c.problem(f"{path}.{key}", f"missing ({why}; e.g. cc: \"9.0\", device_names: ['NVIDIA H200'], "
+                      f"examples: ['NVIDIA H200'])")
+    if "cc" in block:
+        cc = block["cc"]
+        m = _CC_RE.fullmatch(cc.strip()) if isinstance(cc, str) else None
+        if m is None:
+            c.problem(f"{path}.cc", f"expected the compute capability as a quoted '<major>.<minor>' string such as "
+                      f"\"9.0\" (quote it: YAML reads 9.0 as a number), {_got(cc)}")
+        elif isinstance(hw, str) and (t := _TOKEN_CC_RE.search(hw)) and t.group(1) != m.group(1) + m.group(2):
+            c.problem(f"{path}.cc", f"{cc!r} disagrees with the token's _sm{t.group(1)} suffix "
+                      f"(<product>_sm<CC major><CC minor>): fix one of them")
+    if "device_names" in block:
+        names = block["device_names"]
+        if not isinstance(names, list) or not names:
+            c.problem(f"{path}.device_names", f"expected a non-empty list of regexes that fully match ncu's "
+                      f"device__attribute_display_name, e.g. ['NVIDIA H200'], {_got(names)}")
+        else:
+            for j, pattern in enumerate(names):
+                try:
+                    if not isinstance(pattern, str) or not pattern.strip():
+                        raise TypeError("not a non-empty string")
+                    re.compile(pattern, re.IGNORECASE)
+                except (re.error, TypeError) as exc:
+                    c.problem(f"{path}.device_names[{j}]", f"{cut(repr(pattern))} is not a valid Python regex ({exc})")
+    if "examples" in block:
+        examples = block["examples"]
+        if not isinstance(examples, list) or not examples:
+            c.problem(f"{path}.examples", f"expected a non-empty list of display names as ncu prints them, e.g. "
+                      f"['NVIDIA H200'] (each is checked against device_names), {_got(examples)}")
+        else:
+            for i, example in enumerate(examples):
+                if not isinstance(example, str) or not example.strip():
+                    c.problem(f"{path}.examples[{i}]", f"expected a display name string, {_got(example)}")
+
+
+def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool, packaged: bool = False) -> None:
     if not c.mapping(path, block, "description, datasheet, empirical"):
         return
     c.unknown_keys(path, block, _HW_KEYS)
     if complete or "description" in block:
         c.text(f"{path}.description", block.get("description"), "a one-line description of the GPU")
+    _check_device_keys(c, path, path.split(".", 1)[1], block, required=packaged, complete=complete)
     if block.get("launch_floor_us") is not None:
         _check_empirical_entry(c, f"{path}.launch_floor_us", block["launch_floor_us"])
     for section, check in (("datasheet", _check_datasheet_entry), ("empirical", _check_empirical_entry)):
@@ -226,7 +281,7 @@ def _check_doc(c: _Checker, doc: Any, *, base_hardware: set[str] | None) -> None
             if not isinstance(hw, str) or not _TOKEN_RE.fullmatch(hw):
                 c.problem(f"hardware.{hw}", "hardware token must be lower_snake_case, e.g. 'h200_sm90'")
             known = base_hardware is not None and hw in base_hardware
-            _check_hardware(c, f"hardware.{hw}", block, complete=not known)
+            _check_hardware(c, f"hardware.{hw}", block, complete=not known, packaged=not partial)
     for key in ("category_ceiling_map", "dtype_ceiling_map"):
         if key in doc:
             _check_name_map(c, key, doc[key])
@@ -255,6 +310,36 @@ def _check_references(c: _Checker, doc: dict[str, Any]) -> None:
                           f"known: {known_names}")
             elif key == "dtype_ceiling_map" and ceiling_kind(name)[0] != "compute":
                 c.problem(f"{key}.{name_key}", f"{name!r} is not a compute ceiling (_tflops/_tops)")
+    _check_devices(c, doc["hardware"])
+
+
+def _check_devices(c: _Checker, hardware: dict[str, Any]) -> None:
+    """Hold every block's examples against its own device_names and every other block's: each example matches its
+    own block and no other (so no display name resolves to two tokens), and each pattern matches one of its own
+    examples (so every pattern is tested). Runs on a document whose shapes passed."""
+    compiled = {hw: [re.compile(p, re.IGNORECASE) for p in block["device_names"]]
+                for hw, block in hardware.items() if isinstance(block.get("device_names"), list)}
+    for hw, patterns in compiled.items():
+        block = hardware[hw]
+        if not isinstance(block.get("examples"), list):
+            c.problem(f"hardware.{hw}.examples", "missing: a block with device_names needs examples (display names "
+                      "each of its patterns matches), so the patterns are tested")
+            continue
+        examples = [_display_key(e) for e in block["examples"]]
+        for i, example in enumerate(examples):
+            if not any(p.fullmatch(example) for p in patterns):
+                c.problem(f"hardware.{hw}.examples[{i}]", f"{example!r} fully matches none of hardware.{hw}."
+                          f"device_names {block['device_names']}: fix the pattern or the example")
+            for other, other_patterns in compiled.items():
+                hit = next((j for j, p in enumerate(other_patterns) if p.fullmatch(example)), None)
+                if other != hw and hit is not None:
+                    c.problem(f"hardware.{hw}.examples[{i}]", f"{example!r} also fully matches hardware.{other}."
+                              f"device_names[{hit}] {hardware[other]['device_names'][hit]!r}: a capture of this GPU "
+                              f"would resolve to two tokens; narrow one of the patterns")
+        for j, pattern in enumerate(patterns):
+            if not any(pattern.fullmatch(e) for e in examples):
+                c.problem(f"hardware.{hw}.device_names[{j}]", f"{pattern.pattern!r} matches none of hardware.{hw}."
+                          f"examples: add a display name it matches (examples make every pattern tested)")
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -302,6 +387,10 @@ class Ceilings:
         self._category: dict[str, str] = dict(doc["category_ceiling_map"])
         self._dtype: dict[str, str] = dict(doc["dtype_ceiling_map"])
         self._achievable: dict[str, list[str]] = {k: list(v) for k, v in doc.get("achievable_ceiling_map", {}).items()}
+        self._devices = [
+            (hw, str(block["cc"]).strip(), [re.compile(p, re.IGNORECASE) for p in block["device_names"]])
+            for hw, block in sorted(self._hardware.items()) if block.get("device_names") and block.get("cc")
+        ]
         self._families = [
             (rule["family"], [re.compile(p, re.IGNORECASE) for p in rule["patterns"]])
             for rule in doc["families"]
@@ -320,6 +409,24 @@ class Ceilings:
     def description(self, hardware: str) -> str:
         """Return the one-line description of a hardware token."""
         return str(self._block(hardware).get("description", ""))
+
+    def compute_capability(self, hardware: str) -> str | None:
+        """Return the block's `cc` ('9.0'), or None for an override block that does not say."""
+        cc = self._block(hardware).get("cc")
+        return None if cc is None else str(cc).strip()
+
+    def hardware_for_device(self, display_name: str | None, cc: str | None) -> str | None:
+        """Return the one hardware token a capture's GPU is: its `cc` equals cc and one of its `device_names` fully
+        matches display_name (ncu's device__attribute_display_name, e.g. 'NVIDIA A100-PCIE-40GB'; stripped, runs of
+        whitespace made one, case-insensitive). cc None or blank: the name alone decides. None when no token
+        matches, or when two do (the loader refuses overlapping patterns among the blocks' examples)."""
+        if display_name is None or not str(display_name).strip():
+            return None
+        name = _display_key(str(display_name))
+        want = None if cc is None or not str(cc).strip() else str(cc).strip()
+        found = [hw for hw, hw_cc, patterns in self._devices
+                 if (want is None or hw_cc == want) and any(p.fullmatch(name) for p in patterns)]
+        return found[0] if len(found) == 1 else None
 
     def families(self) -> list[str]:
         """Return family names in match order, then the fallback 'other'."""

@@ -67,15 +67,17 @@ def _import_torch() -> Any:
 
 
 def hardware_key(gpu_name: str, capability: tuple[int, int], known: list[str]) -> str:
-    """Map 'NVIDIA H100 80GB HBM3' at 9.0 to 'h100_sm90', the token sol-ceilings.yaml uses."""
-    import re
+    """The sol-ceilings.yaml token of this GPU ('NVIDIA H100 80GB HBM3' at 9.0 is 'h100_sm90'), from the file's own
+    `device_names` and `cc` per token (Ceilings.hardware_for_device): one home for which name is which board."""
+    from perfreport.config.ceilings import load_ceilings
 
-    product = re.search(r"\b(G?[A-Z]\d{2,3}[A-Z]?)\b", gpu_name)
-    key = f"{product.group(1).lower()}_sm{capability[0]}{capability[1]}" if product else ""
-    if key not in known:
-        raise GpuHostError(f"ceilings measure: GPU {gpu_name!r} (compute capability {capability[0]}.{capability[1]}) "
-                           f"maps to hardware key {key or '(none)'!r}, which sol-ceilings.yaml does not have; known: "
-                           f"{', '.join(known)}. Pass --hardware with one of those.")
+    cc = f"{capability[0]}.{capability[1]}"
+    key = load_ceilings().hardware_for_device(gpu_name, cc)
+    if key is None or key not in known:
+        raise GpuHostError(f"ceilings measure: GPU {gpu_name!r} (compute capability {cc}) matches no hardware token "
+                           f"of sol-ceilings.yaml (their device_names and cc); known: {', '.join(known)}. Pass "
+                           f"--hardware with one of those, or add the board with its datasheet values and device_names "
+                           f"(docs/ceilings.md).")
     return key
 
 
