@@ -104,7 +104,7 @@ def test_rack_bin_is_faster_than_the_hgx_bin(ceilings: Ceilings) -> None:
 ])
 def test_ceilings_measure_derives_the_blackwell_tokens(ceilings: Ceilings, gpu_name: str, cc: tuple[int, int],
                                                        hardware: str) -> None:
-    assert hardware_key(gpu_name, cc, ceilings.hardware_keys()) == hardware
+    assert hardware_key(gpu_name, cc, ceilings) == hardware
 
 
 # --- the dtype map ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ DTYPES = ("bf16", "fp16", "tf32", "fp8")
 
 
 def test_hardware_key_from_the_gpu_name() -> None:
-    known = load_ceilings().hardware_keys()
+    known = load_ceilings()
     assert hardware_key("NVIDIA H200", (9, 0), known) == "h200_sm90"
     assert hardware_key("NVIDIA H100 80GB HBM3", (9, 0), known) == "h100_sm90"
     assert hardware_key("NVIDIA A100-SXM4-80GB", (8, 0), known) == "a100_sm80"

@@ -12,6 +12,7 @@ import copy
 import datetime
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -154,28 +155,37 @@ def _check_device_keys(c: _Checker, path: str, hw: Any, block: dict[str, Any], *
         elif isinstance(hw, str) and (t := _TOKEN_CC_RE.search(hw)) and t.group(1) != m.group(1) + m.group(2):
             c.problem(f"{path}.cc", f"{cc!r} disagrees with the token's _sm{t.group(1)} suffix "
                       f"(<product>_sm<CC major><CC minor>): fix one of them")
-    if "device_names" in block:
-        names = block["device_names"]
-        if not isinstance(names, list) or not names:
-            c.problem(f"{path}.device_names", f"expected a non-empty list of regexes that fully match ncu's "
-                      f"device__attribute_display_name, e.g. ['NVIDIA H200'], {_got(names)}")
-        else:
-            for j, pattern in enumerate(names):
-                try:
-                    if not isinstance(pattern, str) or not pattern.strip():
-                        raise TypeError("not a non-empty string")
-                    re.compile(pattern, re.IGNORECASE)
-                except (re.error, TypeError) as exc:
-                    c.problem(f"{path}.device_names[{j}]", f"{cut(repr(pattern))} is not a valid Python regex ({exc})")
-    if "examples" in block:
-        examples = block["examples"]
-        if not isinstance(examples, list) or not examples:
-            c.problem(f"{path}.examples", f"expected a non-empty list of display names as ncu prints them, e.g. "
-                      f"['NVIDIA H200'] (each is checked against device_names), {_got(examples)}")
-        else:
-            for i, example in enumerate(examples):
-                if not isinstance(example, str) or not example.strip():
-                    c.problem(f"{path}.examples[{i}]", f"expected a display name string, {_got(example)}")
+    _check_list(c, f"{path}.device_names", block, "expected a non-empty list of regexes that fully match ncu's "
+                "device__attribute_display_name, e.g. ['NVIDIA H200']", _regex_problem)
+    _check_list(c, f"{path}.examples", block, "expected a non-empty list of display names as ncu prints them, e.g. "
+                "['NVIDIA H200'] (each is checked against device_names)",
+                lambda e: None if isinstance(e, str) and e.strip() else f"expected a display name string, {_got(e)}")
+
+
+def _regex_problem(pattern: Any) -> str | None:
+    """Why a device_names entry is not a usable pattern, or None."""
+    try:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise TypeError("not a non-empty string")
+        re.compile(pattern, re.IGNORECASE)
+    except (re.error, TypeError) as exc:
+        return f"{cut(repr(pattern))} is not a valid Python regex ({exc})"
+    return None
+
+
+def _check_list(c: _Checker, path: str, block: dict[str, Any], expected: str,
+                item_problem: Callable[[Any], str | None]) -> None:
+    """A non-empty list under the last key of `path` (when the block has it), each item held to `item_problem`."""
+    key = path.rsplit(".", 1)[1]
+    if key not in block:
+        return
+    items = block[key]
+    if not isinstance(items, list) or not items:
+        c.problem(path, f"{expected}, {_got(items)}")
+        return
+    for i, item in enumerate(items):
+        if (problem := item_problem(item)) is not None:
+            c.problem(f"{path}[{i}]", problem)
 
 
 def _check_hardware(c: _Checker, path: str, block: Any, *, complete: bool, packaged: bool = False) -> None:
@@ -420,10 +430,10 @@ class Ceilings:
         matches display_name (ncu's device__attribute_display_name, e.g. 'NVIDIA A100-PCIE-40GB'; stripped, runs of
         whitespace made one, case-insensitive). cc None or blank: the name alone decides. None when no token
         matches, or when two do (the loader refuses overlapping patterns among the blocks' examples)."""
-        if display_name is None or not str(display_name).strip():
+        name = _display_key(display_name or "")
+        if not name:
             return None
-        name = _display_key(str(display_name))
-        want = None if cc is None or not str(cc).strip() else str(cc).strip()
+        want = (cc or "").strip() or None
         found = [hw for hw, hw_cc, patterns in self._devices
                  if (want is None or hw_cc == want) and any(p.fullmatch(name) for p in patterns)]
         return found[0] if len(found) == 1 else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.capture.ceilings import smi
+from perfreport.config.ceilings import Ceilings
 from perfreport.errors import PerfReportError
 from perfreport.progress import Progress
 
@@ -66,16 +67,15 @@ def _import_torch() -> Any:
     return torch
 
 
-def hardware_key(gpu_name: str, capability: tuple[int, int], known: list[str]) -> str:
+def hardware_key(gpu_name: str, capability: tuple[int, int], ceilings: Ceilings) -> str:
     """The sol-ceilings.yaml token of this GPU ('NVIDIA H100 80GB HBM3' at 9.0 is 'h100_sm90'), from the file's own
     `device_names` and `cc` per token (Ceilings.hardware_for_device): one home for which name is which board."""
-    from perfreport.config.ceilings import load_ceilings
-
     cc = f"{capability[0]}.{capability[1]}"
-    key = load_ceilings().hardware_for_device(gpu_name, cc)
-    if key is None or key not in known:
+    key = ceilings.hardware_for_device(gpu_name, cc)
+    if key is None:
         raise GpuHostError(f"ceilings measure: GPU {gpu_name!r} (compute capability {cc}) matches no hardware token "
-                           f"of sol-ceilings.yaml (their device_names and cc); known: {', '.join(known)}. Pass "
+                           f"of sol-ceilings.yaml (their device_names and cc); known: "
+                           f"{', '.join(ceilings.hardware_keys())}. Pass "
                            f"--hardware with one of those, or add the board with its datasheet values and device_names "
                            f"(docs/ceilings.md).")
     return key
@@ -224,18 +224,18 @@ def _benches(torch: Any, dtypes: list[str], cc: tuple[int, int], l2_bytes: int,
 
 
 def measure_ceilings(out_dir: Path, *, hardware: str | None, seconds: float, dtypes: list[str],
-                     known_hardware: list[str], progress: Progress) -> dict[str, Any]:
+                     ceilings: Ceilings, progress: Progress) -> dict[str, Any]:
     """Run every microbenchmark on CUDA device 0 and return the raw record (nvidia-smi CSV written to out_dir)."""
     check_dtypes(dtypes)
     if not seconds > 0:
         raise PerfReportError(f"--seconds: expected a sustained length > 0 s, got {seconds}. Example: --seconds 8")
-    if hardware is not None and hardware not in known_hardware:
+    if hardware is not None and not ceilings.has_hardware(hardware):
         raise PerfReportError(f"--hardware {hardware!r}: not a hardware key of sol-ceilings.yaml; known: "
-                              f"{', '.join(known_hardware)}. Example: --hardware h100_sm90")
+                              f"{', '.join(ceilings.hardware_keys())}. Example: --hardware h100_sm90")
     torch = _import_torch()
     props = torch.cuda.get_device_properties(0)
     cc = (props.major, props.minor)
-    hw = hardware or hardware_key(props.name, cc, known_hardware)
+    hw = hardware or hardware_key(props.name, cc, ceilings)
     uuid = getattr(props, "uuid", None)
     gpu_id = f"GPU-{uuid}" if uuid is not None else "0"
     info = smi.gpu_info(gpu_id)

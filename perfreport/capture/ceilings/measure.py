@@ -33,7 +33,7 @@ def ceilings_measure(out_dir: Path, *, hardware: str | None = None, seconds: flo
 
     chosen = check_dtypes(list(dtypes) if dtypes is not None else list(DTYPES))
     raw = measure_ceilings(out_dir, hardware=hardware, seconds=seconds, dtypes=chosen,
-                           known_hardware=load_ceilings().hardware_keys(), progress=progress)
+                           ceilings=load_ceilings(), progress=progress)
     text = override_text(override_from_raw(raw))
     raw_path, override_path = out_dir / RAW_FILE, out_dir / OVERRIDE_FILE
     write_json_atomic(raw_path, raw)
