@@ -25,7 +25,7 @@
   }
   function us(ns) { return isNum(ns) ? num(ns / 1e3) : DASH; }  // the unit is in the column header
   function link(href, text) { var a = el("a", text); a.href = href; return a; }
-  function label(k) { return k.id + " " + k["function"] + (k.instance ? " #" + k.instance : ""); }
+  function label(k) { return k.id + " " + (k.label || k["function"]); }  // kernels/labels.py, as on every page
   function section(title, id) {
     var s = el("section");
     s.id = id;
@@ -107,7 +107,7 @@
     var src = null;
     data.sources.forEach(function (x) { if (x.source === k.source) src = x; });
     var rows = [
-      ["demangled name", k.name], ["function", k["function"]], ["mangled name", k.mangled], ["family", k.family],
+      ["label", k.label || DASH], ["demangled name", k.name], ["function", k["function"]], ["mangled name", k.mangled], ["family", k.family],
       ["source", k.source + (src ? " (" + src.format + (src.section_set ? ", --set " + src.section_set : "") +
                                    ", " + (src.gpu || "GPU not recorded") + ")" : "")],
       ["grid x block", k.grid_size + " x " + k.block_size],

@@ -74,6 +74,7 @@ def evil_site(tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
     data = json.loads(path.read_text())
     for k in data["kernels"]:
         if k["function"].startswith("splitKreduce"):
+            k["label"] = EVIL_KERNEL + k["label"].removeprefix(k["function"])  # as import_ncu would label it
             k["name"] = k["function"] = EVIL_KERNEL
     data["campaign"] = "evil-campaign"
     path.write_text(json.dumps(data))

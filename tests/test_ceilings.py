@@ -336,8 +336,8 @@ def test_ceiling_for_unknown_hardware_family_dtype(ceilings: Ceilings) -> None:
         ceilings.ceiling_for("h200", "gemm")
     with pytest.raises(PerfReportError, match="kernel family 'matmul'.*known families: attention"):
         ceilings.ceiling_for("h200_sm90", "matmul")
-    dtypes = ("bf16, fp16, fp16_dst_fp16, fp4, fp4_fp6, fp4_fp6_dst_fp16, fp4_fp6_fp8, fp4_fp6_fp8_dst_fp16, fp64, "
-              "fp8, fp8_dst_fp16, int8, tf32")
+    dtypes = ("bf16, fp16, fp16_bf16_tf32, fp16_dst_fp16, fp4, fp4_fp6, fp4_fp6_dst_fp16, fp4_fp6_fp8, "
+              "fp4_fp6_fp8_dst_fp16, fp64, fp8, fp8_dst_fp16, int8, tf32")
     with pytest.raises(PerfReportError, match=f"tensor dtype 'fp6'.*known: {dtypes}"):
         ceilings.ceiling_for("h200_sm90", "gemm", "fp6")
 

@@ -112,6 +112,7 @@ def test_ceilings_measure_derives_the_blackwell_tokens(ceilings: Ceilings, gpu_n
 # (hardware, path) -> the datasheet row that path runs at; docs/ceilings.md "The dtype map" says why
 EXPECTED_ROWS = {
     "bf16": "bf16_dense_tflops", "fp16": "fp16_dense_tflops", "fp16_dst_fp16": "fp16_dense_tflops",
+    "fp16_bf16_tf32": "fp16_dense_tflops",
     "tf32": "tf32_dense_tflops", "fp8": "fp8_dense_tflops", "fp8_dst_fp16": "fp8_dense_tflops",
     "fp4_fp6_fp8": "fp8_dense_tflops", "fp4_fp6_fp8_dst_fp16": "fp8_dense_tflops",
     "fp4_fp6": "fp8_dense_tflops", "fp4_fp6_dst_fp16": "fp8_dense_tflops", "fp4": "fp4_dense_tflops",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
 from pathlib import Path
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from perfreport.config.ceilings import load_ceilings
+from perfreport.kernels.labels import shortened
 from perfreport.site import charts
 from perfreport.warehouse.roofline import RooflineModel, build_roofline
 
@@ -117,7 +119,8 @@ def test_biggest_kernels_and_those_far_below_their_roof_are_labelled(model: Roof
     labelled = {(p.cell_id, p.kernel_id) for p in [*top, *far[:charts.MAX_ANNOTATIONS]]}
     assert len(notes) == len(labelled)
     for p in top:  # the biggest kernels (by ncu time here: no time shares) carry their name
-        assert any(n.startswith(p.function[:31]) and p.cell_id in n for n in notes), p.function
+        assert any(html.unescape(n).startswith(shortened(p.label, charts.ANNOTATION_WIDTH)) and p.cell_id in n
+                   for n in notes), p.label
     gemms = [p for p in model.points if p.cell_id == "prefill-b8-s1024" and p.family == "gemm" and p.measured]
     assert gemms and all(p.pct_of_roof is not None and p.pct_of_roof > 75 for p in gemms)
 
@@ -205,7 +208,7 @@ def test_l2_roof_drawn_when_ceilings_have_one(rows: list[dict[str, Any]], tmp_pa
 
 
 def test_kernel_names_are_escaped_in_chart_text(rows: list[dict[str, Any]]) -> None:
-    evil = [{**rows[0], "function": "<img src=x onerror=alert(1)>"}]
+    evil = [{**rows[0], "function": "<img src=x onerror=alert(1)>", "label": "<img src=x onerror=alert(1)>"}]
     fig = charts.roofline(build_roofline(evil, load_ceilings(), HW), "t").to_plotly_json()
     text = json.dumps(fig)
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text

@@ -8,6 +8,7 @@ reason, or a breakdown of one that is; peaks are dense; GH100 is metrics.yaml; r
 from __future__ import annotations
 
 import csv
+import gzip
 import itertools
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from perfreport.errors import ConfigError, InputError
 from perfreport.ncu.catalog import chips
 from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.ncu.read import read_export
+from perfreport.ncu.rep import wire
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -108,15 +110,20 @@ def test_catalogs_are_the_committed_ncu_dumps() -> None:
     assert files == sorted([f"metrics_{c}.csv.gz" for c in dumped] + [f"metrics_{c}_suffix.csv.gz" for c in dumped])
     readme = (CHIPS_DIR / "README.md").read_text(encoding="utf-8")
     assert all(f in readme for f in files) and chips.load_chip_maps().ncu_version in readme
-    assert sum(p.stat().st_size for p in CHIPS_DIR.iterdir()) < 850_000  # shipped in the wheel
+    assert sum(p.stat().st_size for p in CHIPS_DIR.iterdir()) < 1_600_000  # shipped in the wheel (1.53 MB)
     assert len(chips.catalog_metrics("gh100")) == 3650 and len(chips.catalog_metrics("gb202")) == 3837
     # a map names several catalogs only where they are one catalog
     for m in MAPS.values():
         for suffix in (False, True):
             assert all(chips.catalog(c, suffix) == chips.catalog(m.key, suffix) for c in m.catalogs)
     assert chips.catalog("gb20b") != chips.catalog("gb202")  # DGX Spark: no dram__ counters
+    assert chips.catalog("ga10b") != chips.catalog("ga102")  # Jetson Orin: mcc__ instead of dram__
+    assert chips.catalog("tu116") != chips.catalog("tu102") and chips.catalog("ga100") != chips.catalog("ga102")
+    # every chip ncu 2025.3.1 lists is dumped and mapped; Volta is not in its list
+    listed = (CHIPS_DIR / "chips.txt").read_text(encoding="utf-8").strip().split(", ")
+    assert sorted(listed) == dumped
     with pytest.raises(InputError, match="no catalog"):
-        chips.catalog("ad102")
+        chips.catalog("gv100")
 
 
 # -- GH100: what derivation reads on Hopper ---------------------------------------------------------------------------
@@ -284,16 +291,148 @@ def test_a_b200_details_log_without_device_name_picks_gb100_by_cc() -> None:
     (None, "10.0", "gb102", "gb100"),  # its catalog is gb100's
     ("NVIDIA H200", None, 384, "gh100"),
     ("NVIDIA H200", "9.0", 999, "gh100"),  # a chip number never seen is passed over
+    ("NVIDIA A100-SXM4-80GB", "8.0", None, "ga100"),
+    ("NVIDIA GeForce RTX 4090", "8.9", None, "ad102"),
+    ("NVIDIA GeForce RTX 4060", "8.9", "ad107", "ad102"),  # AD107's catalog is AD102's
+    ("NVIDIA L4", "8.9", None, "ad102"),
+    ("NVIDIA A10", "8.6", "ga107", "ga102"),
+    ("NVIDIA Jetson AGX Orin", "8.7", None, "ga10b"),
+    ("Tesla T4", "7.5", None, "tu102"),
+    ("NVIDIA T4", "7.5", "tu104", "tu102"),
+    ("NVIDIA TITAN RTX", "7.5", None, "tu102"),
+    ("Quadro RTX 6000", "7.5", None, "tu102"),
+    ("NVIDIA GeForce RTX 2070 SUPER", "7.5", None, "tu102"),
+    ("GeForce GTX 1660 SUPER", "7.5", None, "tu116"),  # an older driver: no NVIDIA prefix
+    ("NVIDIA GeForce GTX 1650", "7.5", None, "tu116"),
+    ("NVIDIA GeForce MX450", "7.5", None, "tu116"),
+    ("NVIDIA T1000 8GB", "7.5", None, "tu116"),
+    ("NVIDIA T600 Laptop GPU", "7.5", None, "tu116"),
+    (None, "7.5", "tu117", "tu116"),  # TU117's catalog is TU116's
+    ("NVIDIA GeForce GTX 1650", "7.5", 358, "tu102"),  # some GTX 1650 are TU106 dies: the chip number decides
     # no verified map: null, never another chip's names
-    ("NVIDIA A100-SXM4-80GB", "8.0", None, None),
-    ("NVIDIA GeForce RTX 4090", "8.9", None, None),
-    ("NVIDIA GeForce RTX 4090", "8.9", "ad102", None),  # a chip ncu knows, no map
+    ("Tesla V100-SXM2-32GB", "7.0", None, None),  # ncu 2025.3.1 lists no Volta chip
+    ("NVIDIA TITAN V", "7.0", "gv100", None),
+    (None, "7.5", None, None),  # two maps share CC 7.5: the name decides, and there is none
+    ("NVIDIA CMP 30HX", "7.5", None, None),  # a CC 7.5 name neither map claims
+    ("NVIDIA GeForce GTX 1660 Ti", "7.5", "ga102", None),  # a chip that contradicts its CC
     ("NVIDIA H200", "10.0", 384, None),  # contradicts its CC
     ("NVIDIA B200", "10.0", "gh100", None),
     ("NVIDIA H200", None, None, None),
 ])
 def test_chip_for(name: str | None, cc: str | None, chip: str | int | None, want: str | None) -> None:
     assert chips.chip_for(name, cc, chip) == want
+
+
+def _rep_chip_id(path: Path) -> int:
+    """device__attribute_chip of a report's launches (the import does not keep it)."""
+    data = path.read_bytes()
+    report = wire.read_report(gzip.decompress(data) if path.suffix == ".gz" else data, {"device__attribute_chip"},
+                              rules=False)
+    (chip,) = {a.values["device__attribute_chip"] for a in report.actions}
+    assert isinstance(chip, int)
+    return chip
+
+
+@pytest.mark.parametrize(("report", "gpu", "cc", "chip_id", "want"), [
+    ("hyperspec-2060mq/MgMap_profile.ncu-rep", "NVIDIA GeForce RTX 2060 with Max-Q Design", "7.5", 358, "tu102"),
+    ("mojo-1660ti/josiahls_profile.ncu-rep", "NVIDIA GeForce GTX 1660 Ti", "7.5", 360, "tu116"),
+    ("indexspaces/indexspaces_profile.ncu-rep.gz", "NVIDIA A40", "8.6", 370, "ga102"),
+    ("speedy-scan-3070/thedavidchu_profile.ncu-rep", "NVIDIA GeForce RTX 3070", "8.6", 372, "ga102"),
+])
+def test_real_pre_hopper_reports_pick_their_chip(report: str, gpu: str, cc: str, chip_id: int, want: str) -> None:
+    path = DATA / "wild" / report
+    capture = read_export(path)
+    assert capture.gpu == gpu and {la.cc for la in capture.launches} == {cc}
+    assert chips.chip_for(capture.gpu, cc) == want  # what derivation asks: name and CC
+    assert _rep_chip_id(path) == chip_id and chip_id in MAPS[want].chip_ids
+    assert chips.chip_for(None, cc, chip_id) == want  # the number alone, where an export has no name
+
+
+# device fields of the public reports in the team's wild set that are not in tests/data (read the same way)
+@pytest.mark.parametrize(("gpu", "cc", "chip_id", "want"), [
+    ("NVIDIA GeForce RTX 2080 Ti", "7.5", 354, "tu102"),  # yzwang-cudacode, ncu 2022.3
+    ("NVIDIA A100-PCIE-40GB", "8.0", 368, "ga100"),  # mistic-a100pcie, ncu 2021.2
+    ("NVIDIA A100 80GB PCIe", "8.0", 368, "ga100"),  # panjd123-cutlass, ncu 2024.1
+    ("NVIDIA H800", "9.0", 384, "gh100"),  # sglang-h800, ncu 2023.3
+])
+def test_wild_device_fields_pick_their_chip(gpu: str, cc: str, chip_id: int, want: str) -> None:
+    assert chips.chip_for(gpu, cc) == chips.chip_for(gpu, cc, chip_id) == chips.chip_for(None, cc, chip_id) == want
+
+
+def test_cc_7_5_names_never_match_both_turing_maps() -> None:
+    """TU10x and TU116 share CC 7.5: the display name picks one, in any case and spacing, and never both."""
+    names = {
+        "tu102": ["NVIDIA GeForce RTX 2060", "NVIDIA GeForce RTX 2060 SUPER", "NVIDIA GeForce RTX 2080 Ti",
+                  "GeForce RTX 2080 SUPER with Max-Q Design", "NVIDIA TITAN RTX", "Quadro RTX 8000", "Tesla T4",
+                  "  nvidia   geforce rtx 2070  "],
+        "tu116": ["NVIDIA GeForce GTX 1660 Ti", "NVIDIA GeForce GTX 1660 SUPER", "GeForce GTX 1660 Super",
+                  "NVIDIA GeForce GTX 1650 Ti with Max-Q Design", "NVIDIA GeForce GTX 1630", "NVIDIA GeForce MX550",
+                  "Quadro T2000 with Max-Q Design", "NVIDIA T400 4GB"],
+    }
+    for key, listed in names.items():
+        other = MAPS["tu116" if key == "tu102" else "tu102"]
+        for name in listed:
+            assert MAPS[key].accepts_name(name) and not other.accepts_name(name), name
+            assert chips.chip_for(name, "7.5") == key
+    for name in ("NVIDIA GeForce RTX 2050", "NVIDIA GeForce RTX 2060 Ti", "NVIDIA GeForce GTX 1670", "", None):
+        assert chips.chip_for(name, "7.5") is None, name
+
+
+# -- the pre-Hopper maps ---------------------------------------------------------------------------------------------
+
+
+def test_tu116_has_no_tensor_paths_and_says_so() -> None:
+    tu116 = MAPS["tu116"]
+    assert tu116.tensor_cores is False and dict(chips.tensor_paths("tu116")) == {}
+    assert tu116.catalogs == ("tu116", "tu117") and tu116.excluded == () and tu116.inferred_disjoint == ()
+    for name in tu116.catalogs:
+        assert [n for n in chips.catalog(name) if "ops_path_tensor" in n] == []
+        # the tensor pipe is in the catalog (HMMA/IMMA run here), but no counter counts its math ops
+        assert "sm__inst_executed_pipe_tensor_op_hmma" in chips.catalog(name)
+        assert "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active" in chips.catalog(name, suffix=True)
+    # every other map has tensor cores and paths
+    assert [k for k, m in MAPS.items() if not m.tensor_cores or not m.paths] == ["tu116"]
+    # what derivation reads from the catalog of every map: nothing of TU116's
+    assert not {p.flops for p in chips.tensor_paths("tu102").values()} & set(chips.catalog("tu116", suffix=True))
+
+
+def test_ga100_paths_are_the_ampere_aggregates_with_dense_peaks() -> None:
+    paths, full = chips.tensor_paths("ga100"), set(chips.catalog("ga100", suffix=True))
+    assert {k: (p.flops, p.peak, p.integer) for k, p in paths.items()} == {
+        "bf16": ("sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+                 "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained", False),
+        "fp16": ("sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+                 "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_off.sum.peak_sustained", False),
+        "fp16_dst_fp16": ("sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+                          "sm__ops_path_tensor_src_fp16_dst_fp16_sparsity_off.sum.peak_sustained", False),
+        "tf32": ("sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+                 "sm__ops_path_tensor_src_tf32_dst_fp32_sparsity_off.sum.peak_sustained", False),
+        "int8": ("sm__ops_path_tensor_src_int8.sum",
+                 "sm__ops_path_tensor_src_int8_sparsity_off.sum.peak_sustained", True),
+        "fp64": ("sm__ops_path_tensor_src_fp64.sum", "sm__ops_path_tensor_src_fp64.sum.peak_sustained", False),
+    }
+    assert all(p.flops in full and p.peak in full for p in paths.values())
+    assert {e.metric: e.reason is not None for e in MAPS["ga100"].excluded} == {
+        "sm__ops_path_tensor_src_int4": True, "sm__ops_path_tensor_src_int1": True}
+    # GA10x and GA10B read the same counters, each held against its own catalog; Ada adds FP8, whole
+    assert chips.tensor_paths("ga102") == chips.tensor_paths("ga10b") == paths
+    ad = chips.tensor_paths("ad102")
+    assert {k: p for k, p in ad.items() if k != "fp8"} == paths
+    assert (ad["fp8"].flops, ad["fp8"].peak) == (
+        "sm__ops_path_tensor_src_fp8.sum", "sm__ops_path_tensor_src_fp8_sparsity_off.sum.peak_sustained")
+
+
+def test_turing_paths_split_by_destination_only() -> None:
+    paths = chips.tensor_paths("tu102")
+    assert {k: (p.flops, p.peak, p.integer) for k, p in paths.items()} == {
+        "fp16_bf16_tf32": ("sm__ops_path_tensor_src_fp16_bf16_tf32_dst_fp32.sum",
+                           "sm__ops_path_tensor_src_fp16_bf16_tf32_dst_fp32.sum.peak_sustained", False),
+        "fp16_dst_fp16": ("sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+                          "sm__ops_path_tensor_src_fp16_dst_fp16.sum.peak_sustained", False),
+        "int8": ("sm__ops_path_tensor_src_int8.sum", "sm__ops_path_tensor_src_int8.sum.peak_sustained", True),
+    }
+    assert MAPS["tu102"].catalogs == ("tu102", "tu104", "tu106")
+    assert not [n for n in chips.catalog("tu102") if n.startswith(chips.TENSOR_PREFIX) and "sparsity" in n]
 
 
 def test_unmapped_message_names_the_chip_and_its_tensor_counters() -> None:
@@ -352,7 +491,7 @@ def test_validation_names_key_expected_and_got() -> None:
     assert _problems(doc) == [
         "chips.gh100.detect.chip_ids: expected a list of positive integers, got an array",
         "chips.gb110.colour: unknown field, expected one of catalogs, detect, excluded, gpus, inferred_disjoint, "
-        "name, tensor_paths",
+        "name, tensor_cores, tensor_paths",
         'chips.gb110.detect.cc: expected entries matching \\d+\\.\\d+, got "sm_100"',
         "chips.gb110.tensor_paths.bf16.flops: expected a sm__ops_path_tensor_* counter ending in .sum, got "
         "\"sm__ops_path_tensor_src_bf16_dst_fp32\"",
@@ -372,6 +511,26 @@ def test_validation_names_key_expected_and_got() -> None:
         "one map",
     ]
     assert _problems([]) == ["(top level): expected a mapping, got an array"]
+
+
+def test_tensor_cores_false_is_the_only_way_to_an_empty_map() -> None:
+    doc = _raw()
+    doc["chips"]["gb110"]["tensor_paths"] = {}
+    doc["chips"]["tu116"]["tensor_cores"] = "no"
+    assert _problems(doc) == [
+        "chips.gb110.tensor_paths: expected a non-empty mapping of path key -> flops, peak (or tensor_cores: false "
+        "and {}), got an object",
+        'chips.tu116.tensor_cores: expected true or false, got "no"',
+        "chips.tu116.tensor_paths: expected a non-empty mapping of path key -> flops, peak (or tensor_cores: false "
+        "and {}), got an object",
+    ]
+    doc = _raw()
+    doc["chips"]["tu116"]["tensor_paths"] = doc["chips"]["tu102"]["tensor_paths"]
+    doc["chips"]["tu116"]["excluded"] = {"sm__ops_path_tensor_src_int4": {"reason": "4-bit"}}
+    assert _problems(doc) == [
+        "chips.tu116.tensor_paths: expected {} on a chip with tensor_cores: false, got an object",
+        "chips.tu116.excluded: expected none on a chip with tensor_cores: false, got an object",
+    ]
 
 
 # -- docs ------------------------------------------------------------------------------------------------------------

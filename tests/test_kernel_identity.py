@@ -70,8 +70,8 @@ def test_mangled_names_of_real_captures_reduce_to_ncus_function_name(path: Path)
 
 def test_simplify_makes_tool_spellings_equal() -> None:
     assert simplify(ADD_TORCH) == simplify(ADD_REP) == simplify(ADD_CSV) == \
-        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>"
-    ln = "vectorized_layer_norm_kernel<BFloat16,float,1>"
+        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>> [at]"
+    ln = "vectorized_layer_norm_kernel<BFloat16,float,1> [at]"
     assert simplify(LN_TORCH) == simplify(LN_REP) == simplify(LN_CSV) == ln
     silu = [n for n in _torch_names() if "silu_kernel" in n][0]
     rep_silu = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::<unnamed>::silu_kernel("
@@ -79,18 +79,18 @@ def test_simplify_makes_tool_spellings_equal() -> None:
                 "operator ()() const::[lambda(c10::BFloat16) (instance 1)], std::array<char *, (unsigned long)2>>"
                 "(int, T2, T3)")
     assert simplify(silu) == simplify(rep_silu) == (
-        "vectorized_elementwise_kernel<8,silu_kernel(TensorIteratorBase&)::{lambda()#1}::operator()()const::"
-        "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>")
+        "vectorized_elementwise_kernel<8,silu_kernel::{lambda()#1}::operator()::{lambda()#6}::operator()::"
+        "{lambda(BFloat16)#1},array<char*,2>> [at]")
 
 
 def _assert_layer_matches(torch_names: list[str], ncu_names: list[str]) -> None:
     """The warehouse joins tools by simplify(): the layer's kernels meet, and only those (one per function)."""
     shared = {simplify(n) for n in torch_names} & {simplify(n) for n in ncu_names}
     assert sorted(shared) == sorted([
-        *NVJET, SDPA, "vectorized_layer_norm_kernel<BFloat16,float,1>",
-        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>",
-        "vectorized_elementwise_kernel<8,silu_kernel(TensorIteratorBase&)::{lambda()#1}::operator()()const::"
-        "{lambda()#6}::operator()()const::{lambda(BFloat16)#1},array<char*,2>>",
+        *NVJET, SDPA, "vectorized_layer_norm_kernel<BFloat16,float,1> [at]",
+        "vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>> [at]",
+        "vectorized_elementwise_kernel<8,silu_kernel::{lambda()#1}::operator()::{lambda()#6}::operator()::"
+        "{lambda(BFloat16)#1},array<char*,2>> [at]",
     ])
     torch_only = sorted(normalize(n) for n in torch_names if simplify(n) not in shared)
     assert torch_only[0] == "distribution_elementwise_grid_stride_kernel"
@@ -116,3 +116,65 @@ def test_name_matches_uses_ncu_kernel_name_semantics() -> None:
         name_matches("regex:(", NVJET[0])
     with pytest.raises(InputError, match="expected one of function, demangled, mangled"):
         name_matches("x", "x", base="short")
+
+
+# the same elementwise kernel as ncu (tests/data/h100_zero_flop/zero_flop_full.ncu-rep.gz) and kineto
+# (/work/shared/data/wild/hta-torch-traces/hta_amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz) print it: ncu
+# casts `(int)128`, prints the enclosing function template's `void` and its parameters as placeholders (`const T1 &`)
+COPY_REP = ("void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<at::native::"
+            "direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::"
+            "[lambda() (instance 7)]::operator ()() const::[lambda(float) (instance 1)]>(at::TensorIteratorBase &, "
+            "const T1 &)::[lambda(int) (instance 1)]>(int, T3)")
+COPY_TORCH = ('void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_co'
+              'py_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
+              'const::{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, '
+              'at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
+              'const::{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}>(int, at::native'
+              '::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}:'
+              ':operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, '
+              'at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
+              'const::{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1})')
+ZERO_FLOP_REP = TESTS / "data" / "h100_zero_flop" / "zero_flop_full.ncu-rep.gz"
+SPLITK_REP = TESTS / "data" / "h200_many_layers" / "layers16_basic.ncu-rep.gz"
+DECODE_TRACE = TESTS / "data" / "torch" / "decode_steps_torch_trace.json.gz"
+
+
+def test_templated_elementwise_kernel_has_one_key_whatever_the_demangler() -> None:
+    assert COPY_REP in {launch.name for launch in read_rep(ZERO_FLOP_REP).launches}
+    assert simplify(COPY_REP) == simplify(COPY_TORCH) == (
+        "elementwise_kernel<128,2,gpu_kernel_impl_nocast<direct_copy_kernel_cuda::{lambda()#3}::operator()::"
+        "{lambda()#7}::operator()::{lambda(float)#1}>::{lambda(int)#1}> [at]")
+    assert normalize(COPY_REP) == normalize(COPY_TORCH) == "elementwise_kernel"
+
+
+def test_bool_casts_and_true_false_are_one_spelling_on_real_names() -> None:
+    rep = [n for n in (launch.name for launch in read_rep(SPLITK_REP).launches) if "splitKreduce_kernel<" in n]
+    events = json.loads(gzip.decompress(DECODE_TRACE.read_bytes()))["traceEvents"]
+    torch = [e["name"] for e in events if e.get("cat") == "kernel" and "splitKreduce_kernel<" in e["name"]]
+    assert "(bool)1" in rep[0] and "true" in torch[0]
+    assert {simplify(n) for n in rep} == {simplify(n) for n in torch} == {
+        "splitKreduce_kernel<32,16,int,float,__nv_bfloat16,float,__nv_bfloat16,0,float,__nv_bfloat16,__nv_bfloat16,"
+        "1,0,0,0> [cublasLt]"}
+
+
+@pytest.mark.parametrize(("ncu", "cxxabi"), [
+    ("void k<(unsigned int)8, (long)1, (char)65, (unsigned long long)2, (short)-1>(int)",
+     "void k<8u, 1l, (char)65, 2ull, -1>(int)"),
+    ("void k<(bool)1, (bool)0>(int)", "void k<true, false>(int)"),
+    ("void ns::<unnamed>::k<ns::<unnamed>::Op<(int)4>>(T1)", "void ns::(anonymous namespace)::k<ns::(anonymous "
+                                                             "namespace)::Op<4> >(ns::(anonymous namespace)::Op<4>)"),
+])
+def test_casts_suffixes_and_spaces_are_spelled_once(ncu: str, cxxabi: str) -> None:
+    assert simplify(ncu) == simplify(cxxabi)
+
+
+def test_kernels_of_different_namespaces_or_names_stay_apart() -> None:
+    keys = [simplify(n) for n in ("void cutlass::gemm_kernel<float>(int)", "void flashinfer::gemm_kernel<float>(int)",
+                                  "void cutlass::Kernel<A>(A::Params)", "void cutlass::Kernel2<A>(A::Params)",
+                                  "void cutlass::Kernel<B>(B::Params)")]
+    assert keys == ["gemm_kernel<float> [cutlass]", "gemm_kernel<float> [flashinfer]", "Kernel<A> [cutlass]",
+                    "Kernel2<A> [cutlass]", "Kernel<B> [cutlass]"]
+    # a real cutlass kernel of a kineto trace keeps its library
+    assert simplify("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nt_align1>("
+                    "cutlass_80_tensorop_s1688gemm_128x128_16x4_nt_align1::Params)") == \
+        "Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nt_align1> [cutlass]"

@@ -70,8 +70,9 @@ def test_compare_pairs_cells_differing_only_in_concurrency(compare_lake: Path) -
     assert len(result.groups) == 1
     group = result.groups[0]
     assert [c[1:] for c in group.cells] == [(DECODE, 16), ("decode-c32", 32)]
-    assert group.columns == ["function", "set", "n", "concurrency=16", "concurrency=32"]
+    assert group.columns == ["kernel", "set", "change", "concurrency=16", "concurrency=32"]
     gemm = next(r for r in group.rows if r[0].startswith("nvjet_sm90_tst_128x16_64x11_4x1") and r[1] == "full")
+    assert gemm[0] == "nvjet_sm90_tst_128x16_64x11_4x1_v_bz_NNT #1" and gemm[2] == "paired"
     assert gemm[3] == pytest.approx(73.69883040935672) and gemm[4] == pytest.approx(gemm[3])
     assert result.not_comparable == [
         f"h200-decoder-layer/decode-odd: differs from h200-decoder-layer/{DECODE} in isl (4096 vs 2048), "

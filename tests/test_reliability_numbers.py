@@ -197,9 +197,19 @@ def test_raw_value_not_finite_or_negative_is_refused(imported: tuple[Path, bytes
 
 @pytest.mark.parametrize("value", ["nan", "n/a", ""])
 def test_raw_missing_value_is_a_documented_null(tmp_path: Path, campaign: Path, value: str) -> None:
-    """ncu prints nan / n/a / nothing for a counter it could not collect: not captured, so null, never a number."""
+    """ncu prints nan / n/a / nothing for a counter it could not collect: not captured, so null, never a number.
+    Without gpu__time_duration the duration is the NERSC recipe's SM cycles / SM clock; without those too, null."""
     nan = _raw_edit(RAW, tmp_path / "nan-raw.csv", DURATION, value=value)
     _ncu(campaign, nan, ok=True)
+    (k,) = json.loads(_cell(campaign).read_text())["kernels"]
+    rows = _rows(RAW)
+    col = {name: rows[2][rows[0].index(name)]
+           for name in ("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second")}
+    assert rows[1][rows[0].index("sm__cycles_elapsed.avg.per_second")] == "Ghz"  # cycles / GHz = ns
+    assert k["duration_ns"] == pytest.approx(float(col["sm__cycles_elapsed.avg"].replace(",", ""))
+                                             / float(col["sm__cycles_elapsed.avg.per_second"]), rel=1e-9)
+    _raw_edit(nan, nan, "sm__cycles_elapsed.avg", value=value)  # a new version of the same source
+    run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(nan), "--replace", ok=True)
     (k,) = json.loads(_cell(campaign).read_text())["kernels"]
     assert k["duration_ns"] is None and k["achieved_tflops"] is None and k["dram_bytes"] is not None
 

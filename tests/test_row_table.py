@@ -78,7 +78,7 @@ def test_lake_kernel_columns_are_typed_by_the_table() -> None:
         if name in row.FIELDS:
             assert column.type == lake_rows.ARROW_TYPES[row.FIELDS[name].type], column.name
             checked += 1
-    assert checked == 21
+    assert checked == 25  # with label, grid_size, block_size, instance
     assert dict(lake_rows.KERNEL_MEASURES)["launches"] == pa.int64()
     assert dict(lake_rows.KERNEL_MEASURES)["ai_measured"] == pa.bool_()
     assert [n for n, _ in lake_rows.KERNEL_MEASURES if n not in row.FIELDS] == ["flops_total", "sol_pct_note"]
@@ -113,10 +113,10 @@ def test_golden_kernels_have_exactly_the_table_fields(path: Path) -> None:
 def test_aggregation_lists_come_from_the_table() -> None:
     from perfreport.ncu import aggregate
 
-    assert len(aggregate.STAT_FIELDS) == 31 and "duration_ns" in aggregate.STAT_FIELDS
+    assert len(aggregate.STAT_FIELDS) == 34 and "duration_ns" in aggregate.STAT_FIELDS
     assert set(aggregate.CONSTANT_FIELDS) == {"family", "tensor_dtype", "block_limits", "block_limit_factor",
                                               "sol_ceiling_key", "family_ceiling_key", "dram_bytes_method",
-                                              "achievable_key", "chip"}
+                                              "achievable_key", "chip", "flops_uncounted"}
     assert set(aggregate.DICT_FIELDS) == {"flops", "tensor_ops_by_dtype", "warp_stalls_pct", "ncu_peaks",
                                           "warp_stall_cycles"}
     assert all(row.FIELDS[f].unit for f in aggregate.STAT_FIELDS)

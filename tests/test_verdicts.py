@@ -39,8 +39,10 @@ def test_the_first_ranked_kernel_of_each_cell_is_not_at_its_achievable_roof(exam
     assert [f[0] for f in firsts] == list(CELLS)
     for _, label, pct, bound, basis in firsts:
         assert bound == "latency" or (pct is not None and pct < 95), (label, pct, bound, basis)
-    # the prefill GEMMs: ~81% of the bf16 datasheet peak, but at the measured bf16 GEMM burst rate: nothing to give
-    assert gemms and all(80 < sol < 82 and ach >= 99.5 and bound == 0.0 for _, sol, ach, bound in gemms), gemms
+    # the prefill GEMMs: ~81% of the bf16 datasheet peak, but at or above the measured bf16 GEMM burst rate (above:
+    # no %, the ceiling flagged for re-measure): nothing to give
+    assert gemms and all(80 < sol < 82 and (ach is None or ach >= 99.5) and bound == 0.0
+                         for _, sol, ach, bound in gemms), gemms
 
 
 def test_decode_attention_reads_the_measured_copy_bandwidth(example_campaign: Path) -> None:

@@ -38,6 +38,6 @@ def test_the_roofline_keeps_ai_zero_kernels_off_the_log_axis(tmp_path: Path) -> 
     import_ncu(camp, "c1", DATA / "zero_flop_full.ncu-rep.gz")
     model = gather(camp).roofline
     names = ("CatArrayBatchedCopy_vectorized", "vectorized_elementwise_kernel")
-    zero = [p for p in model.points if p.function in names]
+    zero = [p for p in model.points if p.label in names]
     assert len(zero) == 2 and all(not p.measured and p.ai is None for p in zero)
     assert sum("AI measured as 0 (no floating-point work)" in n for n in model.notes) == 2

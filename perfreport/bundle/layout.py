@@ -54,11 +54,46 @@ def bundle_init(root: Path, bundle_id: str) -> Path:
     if target.exists() or target.is_symlink():
         raise InputError(f"bundle {str(target)!r} already exists; refusing to overwrite it. Pick another id "
                          f"(e.g. add a date: {bundle_id}-2) or move the old bundle away first.")
+    _create(target, bundle_id)
+    return target
+
+
+def prepare_bundle(path: Path, action: str = "capture run") -> bool:
+    """Make path a bundle as `bundle init` would (id: its folder name); True when it was created, False when it
+    already is one. Refused (InputError, nothing written) when path is a file or a non-empty folder that is not a
+    bundle, or its name is not a bundle id."""
+    path = Path(path)
+    if is_bundle(path):
+        return False
+    if path.is_symlink() and not path.exists():
+        raise InputError(f"{action}: --bundle {str(path)!r} is a dangling symlink; expected an evidence bundle "
+                         f"folder ({PROFILES_DIR}/, {BUNDLE_JSON}) or a path to create one at. Fix or remove the link.")
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{action}: --bundle {str(path)!r} is a file, not a folder; expected an evidence bundle "
+                         f"folder ({PROFILES_DIR}/, {BUNDLE_JSON}) or a path to create one at. Pass another --bundle.")
+    if path.is_dir() and any(path.iterdir()):
+        raise InputError(f"{action}: --bundle {str(path)!r} is a folder with other content and no {PROFILES_DIR}/, "
+                         f"so not an evidence bundle; expected a bundle or a new or empty folder. Pass another "
+                         f"--bundle, or create one with `perftunereport bundle init --id ID`.")
+    bundle_id = path.resolve().name
+    try:
+        check_id("bundle", bundle_id)
+    except InputError as exc:
+        raise InputError(f"{action}: --bundle {str(path)!r} would be a new bundle whose id is its folder name "
+                         f"{bundle_id!r}, which is not a valid id ({exc}). Pass a folder named like "
+                         f"h200-decode.") from None
+    _create(path, bundle_id)
+    return True
+
+
+def _create(target: Path, bundle_id: str) -> None:
+    """Build the bundle in a hidden sibling, then rename it to target (absent or an empty folder): a reader never
+    sees a half-made bundle."""
     data = {"schema_version": SCHEMA_VERSION, "bundle_id": bundle_id, "context": {}, "results": [],
             "kernel_internals": None}
     _raise_if_invalid(data, target / BUNDLE_JSON, "refusing to create the bundle")
+    parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
-    # Build in a hidden sibling, then rename: a reader never sees a half-made bundle.
     staging = parent / f".{bundle_id}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     staging.mkdir()
     try:
@@ -68,11 +103,12 @@ def bundle_init(root: Path, bundle_id: str) -> Path:
             template = resources.files("perfreport.bundle").joinpath("templates", f"{name}.tmpl")
             text = Template(template.read_text(encoding="utf-8")).substitute(bundle_id=bundle_id)
             write_text_atomic(staging / name, text)
+        if target.is_dir():
+            target.rmdir()  # empty (checked by the caller): the rename below takes its place
         os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return target
 
 
 def find_profiles(bundle_dir: Path) -> list[Path]:

@@ -74,6 +74,15 @@ class RunResult:
     import_result: Any = None
 
 
+def _ensure_bundle(bundle_dir: Path, say: Callable[[str], None]) -> None:
+    """Create bundle_dir as `bundle init` would when it is not yet a bundle (so import_ncu finds its
+    inference_perfbench_v1.json); refuse a file or a folder with other content before anything runs."""
+    from perfreport.bundle.layout import prepare_bundle
+
+    if prepare_bundle(bundle_dir, "capture run"):
+        say(f"created bundle {bundle_dir}")
+
+
 def capture_run(
     plan: Any,
     bundle_dir: Path,
@@ -102,6 +111,7 @@ def capture_run(
     _check_plan(plan)
     spec = plan.spec
     name = _output_name(spec.output)
+    _ensure_bundle(Path(bundle_dir), say)
     profiles = Path(bundle_dir) / PROFILES_DIR
     finals = capture_files(profiles, name)
     taken = [p.name for p in finals.values() if p.exists()]

@@ -155,10 +155,13 @@ def capture_run_cmd(bundle_dir: Path, mode: str, ncu: str, nvidia_smi: str, time
     Example (launch and attach):
       perftunereport capture run --bundle B --mode launch-and-attach --kernel-name regex:flash -- python3 bench.py
     """
+    from perfreport.bundle.layout import prepare_bundle
     from perfreport.capture.plan.build import build_plan
     from perfreport.capture.run import capture_run
 
     plan = build_plan(_spec(kwargs))
+    if prepare_bundle(bundle_dir, "capture run"):  # before any capture: a file or a foreign folder is refused
+        click.echo(f"created bundle {bundle_dir}")
     for one in plan.per_kernel():  # one attach per kernel pattern; each is judged by the policy again
         res = capture_run(one, bundle_dir, mode, ncu=ncu, nvidia_smi=nvidia_smi, timeout_s=timeout_s,
                           import_campaign=import_campaign, deployment_revision=deployment_revision,

@@ -81,9 +81,11 @@ _REPLACE_HELP = ("A file outside the campaign folder is known by its name: let i
 @click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
               help="Campaign folder holding config.yaml. Example: campaigns/h200-decoder-layer")
 @click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: prefill-b8-s1024")
-@click.option("--bundle", "bundle_path", required=True, type=click.Path(path_type=Path),
+@click.option("--bundle", "bundle_paths", required=True, multiple=True, type=click.Path(path_type=Path),
               help="A .ncu-rep (or .ncu-rep.gz), an ncu CSV (--page raw or --page details), or an "
-                   "evidence-bundle folder with ncu-profiles/. "
+                   "evidence-bundle folder with ncu-profiles/; repeat it to import several in one go. The per-metric "
+                   "CSVs of one run (NERSC's recipe: one `ncu --csv --metrics M` file per metric) given together, "
+                   "or in one folder of a bundle, merge into one source by launch ID. "
                    "Example: --bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep.gz")
 @click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, unmeasured fields) into errors.")
 @format_option(csv="one row per kernel imported (duration_ns, sol_pct, ... unformatted)",
@@ -94,8 +96,11 @@ _REPLACE_HELP = ("A file outside the campaign folder is known by its name: let i
                    "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
                    "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
 @click.option("--replace", is_flag=True, help=_REPLACE_HELP)
-def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool, fmt: str,
-                   rep_reader: str, replace: bool) -> None:
+@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(("refuse", "warn")), default="refuse",
+              show_default=True, help="A capture from another GPU than the campaign's `hardware`: refuse it, or "
+              "import it with %SoL left null and a warning.")
+def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, ...], strict: bool, fmt: str,
+                   rep_reader: str, replace: bool, hardware_mismatch: str) -> None:
     """Import ncu exports into campaigns/<c>/cells/<id>/ncu_kernels.json.
 
     \b
@@ -107,8 +112,9 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: 
     from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import import_ncu
 
-    result = import_ncu(campaign_dir, cell_id, bundle_path, strict=strict, progress=lambda m: click.echo(m, err=True),
-                        rep_reader=rep_reader, replace=replace)
+    result = import_ncu(campaign_dir, cell_id, list(bundle_paths), strict=strict,
+                        progress=lambda m: click.echo(m, err=True), rep_reader=rep_reader, replace=replace,
+                        hardware_mismatch=hardware_mismatch)
     print_import_summary(result, fmt, next_lever=campaign_next_lever(campaign_dir))
 
 

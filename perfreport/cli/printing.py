@@ -39,6 +39,13 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _short_label(label: str, width: int) -> str:
+    """A kernel label cut to width, its ` #n` kept (kernels/labels.py)."""
+    from perfreport.kernels.labels import shortened
+
+    return _safe(shortened(label, width))
+
+
 def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
     """Table cells per kernel: kernel, family, duration, AI, TFLOP/s, %SoL (key), occupancy, verdict."""
     rows = []
@@ -48,19 +55,21 @@ def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
             sol = f"— ({k['sol_ceiling_key']})"
         if k.get("pct_of_achievable") is not None:  # the measured roof beside the datasheet one
             sol += f" / {k['pct_of_achievable']:.1f}% achievable"
+        if k.get("ceiling_exceeded"):  # a % above 100 is not a value: its ceiling is named for re-measure
+            sol += " / above " + ", ".join(key.rsplit(".", 1)[-1] for key in sorted(k["ceiling_exceeded"])) + \
+                " (re-measure)"
         occ = f"{_num(k['achieved_occupancy_pct'], '.1f')}/{_num(k['theoretical_occupancy_pct'], '.1f')}%"
         ai = "null" if k["arithmetic_intensity"] is None else f"{k['arithmetic_intensity']:.3g}"
-        part = f" #{k['instance']}" if k.get("instance") else ""  # launches of one grid split by their work
-        times = part + (f" ×{k['launches']}" if k["launches"] > 1 else "")
+        times = f" ×{k['launches']}" if k["launches"] > 1 else ""
         rows.append([
-            _short(k["function"], 44 - len(times)) + times,
+            _short_label(str(k.get("label") or k["function"]), 44 - len(times)) + times,
             k["family"], _duration(k["duration_ns"]), ai, _num(k["achieved_tflops"], ".1f"), sol, occ,
             k["bound"],
         ])
     return rows
 
 
-IMPORT_COLUMNS = ("function", "instance", "launches", "family", "duration_ns", "arithmetic_intensity",
+IMPORT_COLUMNS = ("label", "function", "instance", "launches", "family", "duration_ns", "arithmetic_intensity",
                   "achieved_tflops", "sol_pct", "sol_ceiling_key", "pct_of_achievable", "achieved_occupancy_pct",
                   "theoretical_occupancy_pct", "bound", "source", "name")
 
@@ -159,7 +168,7 @@ def print_timeshare_summary(result: TimeshareResult, fmt: str = "table") -> None
 
 
 def _timeshare_table(result: TimeshareResult, rows: list[dict[str, Any]]) -> None:
-    from perfreport.kernels.identity import simplify
+    from perfreport.kernels.labels import name_bases
 
     out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}{', ' + s['report'] if s['report'] else ''}]" for s in result.sources)
@@ -170,9 +179,9 @@ def _timeshare_table(result: TimeshareResult, rows: list[dict[str, Any]]) -> Non
     cols = ("kernel", "instances", "total ms", "share %") if times else ("kernel", "samples", "share %")
     for i, col in enumerate(cols + (("launched by",) if ops else ())):
         table.add_column(col, justify="right" if 0 < i < len(cols) else "left", no_wrap=True)
-    shared = {k["function"] for k in rows if sum(r["function"] == k["function"] for r in rows) > 1}
+    labels = name_bases((k["function"], k["name"]) for k in rows)  # the labels the warehouse gives these rows
     for k in rows:
-        label = _short(simplify(k["name"]) if k["function"] in shared else k["function"], 60 if ops else 90)
+        label = _short(labels[(k["function"], k["name"])], 60 if ops else 90)
         nums = ([f"{k['instances']:,}", f"{k['total_ns'] / 1e6:,.3f}"] if times else [f"{k['samples']:,}"])
         op = [_short(f"{k['op']} {k['shapes']}" if k.get("op") else "—", 56)] if ops else []
         table.add_row(label, *nums, f"{k['share_pct']:.2f}", *op)
@@ -251,7 +260,7 @@ def _value_view_tables(view: ValueView) -> None:
         for col in ("#", "cell", "kernel", "% of roof", "time saved", "assumption"):
             ranked.add_column(col, justify="right" if col in ("#", "% of roof", "time saved") else "left")
         for i, k in enumerate(view.kernels[:10], start=1):
-            ranked.add_row(str(i), k.cell_id, _short(k.label, 48), pct_text(k.pct_of_roof), pct_text(k.saved_pct),
+            ranked.add_row(str(i), k.cell_id, _short_label(k.label, 48), pct_text(k.pct_of_roof), pct_text(k.saved_pct),
                            _safe(k.basis))
         print_table(ranked, out)
     if not view.levers:
@@ -307,8 +316,11 @@ def _history_table(commits: list[Commit]) -> None:
 
 def compare_rows(result: CompareResult) -> Rows:
     """One row per (group, kernel, cell): the groups' wide tables as one long table, one header for all."""
-    columns = ("group", "function", "set", "n", "campaign", "cell_id", result.vary, result.metric)
-    rows = [(g_i, *row[:3], camp, cell, value, row[3 + c_i])
+    from perfreport.lake.compare import KEY_COLUMNS
+
+    keys = len(KEY_COLUMNS)
+    columns = ("group", *KEY_COLUMNS, "campaign", "cell_id", result.vary, result.metric)
+    rows = [(g_i, *row[:keys], camp, cell, value, row[keys + c_i])
             for g_i, g in enumerate(result.groups, start=1) for row in g.rows
             for c_i, (camp, cell, value) in enumerate(g.cells)]
     return columns, rows

@@ -258,6 +258,9 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
     if w.required(raw, "sol_rigor", "L2") and (expected := one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
         w.bad("sol_rigor", expected, raw["sol_rigor"])
     override = _ceilings_override(w, raw.get("ceilings_override"), campaign_dir)
+    if not w.problems and isinstance(raw.get("hardware"), str) and (unknown := unknown_hardware(raw["hardware"],
+                                                                                                override)):
+        w.problems.append(unknown)
     # krhpa: only its shape is checked here, so import and render work on a half-filled rubric; its fields are
     # the publish gate's (lake.gate.krhpa_problems: --strict refuses, otherwise recorded) and page 7's.
     krhpa = raw.get("krhpa")
@@ -272,6 +275,24 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
         config_path=config_path, cells=cells, context=context, ceilings_override=override,
         krhpa=dict(krhpa) if krhpa is not None else None, warnings=w.warnings,
     )
+
+
+def unknown_hardware(hardware: str, override: Path | None) -> str | None:
+    """The problem with a `hardware:` token sol-ceilings.yaml (and the campaign's override) does not hold, listing
+    the known ones; None when it is known. A ceilings file that does not load is reported where it is used."""
+    from perfreport.config.ceilings import load_ceilings
+    from perfreport.errors import PerfReportError
+
+    try:
+        ceilings = load_ceilings(override)
+    except PerfReportError:
+        return None
+    if ceilings.has_hardware(hardware):
+        return None
+    near = difflib.get_close_matches(hardware, ceilings.hardware_keys(), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return (f"hardware: {hardware!r} is not a ceiling token{hint}; known: {', '.join(ceilings.hardware_keys())}. "
+            f"Use one of these, or add the board via `ceilings_override:`")
 
 
 def _ceilings_override(w: _Walk, value: Any, campaign_dir: Path) -> Path | None:
@@ -358,6 +379,8 @@ def campaign_init(directory: Path, campaign_id: str | None = None, hardware: str
     if nonempty_text(hardware) or "\n" in hardware:
         raise InputError(f"campaign init: hardware must be a ceiling token such as 'h200_sm90', got "
                          f"{_show(hardware)}.")
+    if unknown := unknown_hardware(hardware, None):
+        raise InputError(f"campaign init: {unknown}")
     config_path = directory / CONFIG_NAME
     if directory.exists() and not directory.is_dir():
         raise InputError(f"campaign init: {str(directory)!r} exists and is not a folder; pass a folder path.")

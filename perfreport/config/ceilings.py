@@ -438,6 +438,16 @@ class Ceilings:
                  if (want is None or hw_cc == want) and any(p.fullmatch(name) for p in patterns)]
         return found[0] if len(found) == 1 else None
 
+    def matches_device(self, hardware: str, display_name: str, cc: str | None) -> bool | None:
+        """Whether a capture's GPU (display name, compute capability) is the hardware token's board, by the token's
+        `cc` and `device_names` as hardware_for_device reads them; None when the token declares neither."""
+        name = _display_key(display_name)
+        for hw, hw_cc, patterns in self._devices:
+            if hw == hardware:
+                want = (cc or "").strip()
+                return (not want or want == hw_cc) and any(p.fullmatch(name) for p in patterns)
+        return None
+
     def families(self) -> list[str]:
         """Return family names in match order, then the fallback 'other'."""
         return [name for name, _ in self._families] + [FALLBACK_FAMILY]

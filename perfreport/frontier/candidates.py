@@ -74,8 +74,14 @@ def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
         return "re-capture with --set full (FLOP + DRAM counters) to get a bound verdict", "low"
     if bound == "latency":
         return "launch/latency-bound: CUDA graphs, fuse with neighbours, more work per launch", "low"
+    if row.get("above_achievable"):
+        return (f"at (above) its achievable roof: re-measure {row.get('achievable_key')} with perftunereport "
+                f"ceilings measure; only less work, fewer bytes or a cheaper dtype moves it"), "high"
     if pct is not None and pct >= AT_ROOF_PCT:
         return "at its achievable roof: only less work, fewer bytes or a cheaper dtype moves it", "high"
+    if bound == "cache":
+        return ("cache-bound (L1/L2): more reuse per byte fetched (tiling, shared memory, fusing passes over the "
+                "same data)"), "medium"
     if bound == "memory" and family in TENSOR_FAMILIES:
         return "streams weights/KV: raise arithmetic intensity (larger batch, fp8 weights or KV)", "medium"
     if bound == "memory":
@@ -86,7 +92,10 @@ def action_for(row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _roof(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """(% of the roof, its key): the measured (achievable) roof where measured, else the datasheet's."""
+    """(% of the roof, its key): the measured (achievable) roof where measured, else the datasheet's; a kernel that
+    ran above its measured roof has no % of it (the ceiling is to be re-measured)."""
+    if row.get("above_achievable"):
+        return None, row.get("achievable_key")
     if row.get("pct_of_achievable") is not None:
         return float(row["pct_of_achievable"]), row.get("achievable_key")
     if row.get("sol_pct") is not None:
@@ -118,7 +127,11 @@ def kernel_lever(row: Mapping[str, Any], host_note: str | None = None, steps: in
         saved, saved_ms = float(row["amdahl_bound_pct"]), row.get("amdahl_bound_ms")
         what = str(row.get("amdahl_basis"))
         basis = f"down to its {what}"
-        if what.endswith("roof") and pct is not None:
+        if what == "above the achievable roof":
+            sol = row.get("sol_pct")
+            basis = (f"nothing: it ran above its achievable roof {key}, a measured ceiling to re-measure" +
+                     (f"; at {sol:.0f}% of the datasheet roof {row.get('sol_ceiling_key')}" if sol is not None else ""))
+        elif what.endswith("roof") and pct is not None:
             basis += f" {key} (at {pct:.0f}%)" + ("; no measured roof on this hardware" if what == "datasheet roof"
                                                   else "")
     elif row.get("ncu_share_pct") is not None and row.get("bound") == "latency":

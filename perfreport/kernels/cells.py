@@ -11,6 +11,7 @@ from perfreport.bundle import PROFILES_DIR
 from perfreport.config import validate as schemas
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
+from perfreport.kernels.labels import kernel_labels
 
 SCHEMA_VERSION = 1
 FILE_NAME = "ncu_kernels.json"
@@ -88,15 +89,17 @@ def merge_sources(
     existing: dict[str, Any] | None, header: dict[str, Any], sources: list[dict[str, Any]],
     kernels: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Replace the kernels of re-imported sources, keep the others; order by source id, then capture order."""
+    """Replace the kernels of re-imported sources, keep the others; order by source id, then capture order; number
+    and label every kernel of the cell (labels depend on the cell's other kernels, so a merge relabels them all)."""
     new_ids = {s["id"] for s in sources}
     old_sources = [s for s in (existing or {}).get("sources", []) if s["id"] not in new_ids]
     old_kernels = [k for k in (existing or {}).get("kernels", []) if k["source"] not in new_ids]
     all_sources = sorted(old_sources + sources, key=lambda s: s["id"])
     order = {s["id"]: i for i, s in enumerate(all_sources)}
     all_kernels = sorted(old_kernels + kernels, key=lambda k: (order[k["source"]], k["launch_ids"][0]))
-    for i, k in enumerate(all_kernels):
+    for i, (k, label) in enumerate(zip(all_kernels, kernel_labels(all_kernels), strict=True)):
         k["id"] = f"k{i:03d}"
+        k["label"] = label
     return {**header, "schema_version": SCHEMA_VERSION, "sources": all_sources, "kernels": all_kernels}
 
 

@@ -8,9 +8,11 @@ come out of a name:
 
 - ``normalize(name)``: the function identity (`vectorized_elementwise_kernel`): what ncu's `--kernel-name`
   matches by default (`--kernel-name-base function`).
-- ``simplify(name)``: the full instantiation with every spelling difference above removed (namespaces, return
-  type, parameter list, integer casts and suffixes, booleans as 0/1, lambda spelling, whitespace), used only
-  to tell apart several instantiations of one function.
+- ``simplify(name)``: the full instantiation with every spelling difference above removed (namespaces inside
+  template arguments, return types, parameter lists, integer casts and suffixes, booleans as 0/1, lambda
+  spelling, whitespace), used only to tell apart several instantiations of one function. The kernel's own
+  outermost namespace is kept as a suffix (`gemm_kernel<float> [cutlass]`): kernels of two libraries never share
+  a key (ncu's CSV shortens `at::native::` to `at::` but keeps that first namespace).
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ def check_name_length(name: str, where: str) -> None:
 _ANON = re.compile(r"\{anonymous\}::")
 _NCU_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
 _BOOL = re.compile(r"\(bool\)([01])\b|\b(true|false)\b")
-_INT_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|__int128)\s*)+\)(-?\d+)\b")
-_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
-_NAMESPACES = re.compile(r"(?<![\w:})\]])(?:(?!(?:const|volatile)::)[A-Za-z_]\w*::)+(?=[A-Za-z_~{])")
+# ncu's C-style casts of integral template arguments: (int)128, (unsigned long)3, (char)65, (long long)-1
+_INT_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|wchar_t|char8_t|char16_t|char32_t|__int128)"
+                       r"\s*)+\)\s*(-?\d+)\b")
+# cxxabi's integer literal suffixes: 3ul, 8u, 1ll, 2ull (ncu writes a cast instead)
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|llu|ul|lu|ll|u|l)\b", re.IGNORECASE)
+# a chain of namespace qualifiers (not a class scope: `X<T>::Policy` or `f()::{lambda}` are kept)
+_NAMESPACES = re.compile(r"(?<![\w:})\]>])((?:(?!(?:const|volatile)::)[A-Za-z_]\w*::)+)(?=[A-Za-z_~{])")
+# ncu prints the return type of a function template a lambda is local to (`void gpu_kernel_impl_nocast<F>(...)::
+# [lambda(int) (instance 1)]`); cxxabi does not (`gpu_kernel_impl_nocast<F>(...)::{lambda(int)#1}`)
+_SCOPE_RETURN_VOID = re.compile(r"(?<=[<,(])void (?=[A-Za-z_{])")
+_SCOPE_QUALIFIERS = re.compile(r"(?:const|volatile|&&|&)*::")
 
 
 def normalize(name: str) -> str:
@@ -67,12 +77,48 @@ def simplify(name: str) -> str:
     s = _ANON.sub("", anonymous_spelled_once(s))
     s = _NCU_LAMBDA.sub(lambda m: "{lambda(" + m.group(1) + ")#" + m.group(2) + "}", s)
     s = _last_top_level_token(_drop_parameters(s))
+    root = m.group(1).split("::", 1)[0] if (m := _NAMESPACES.match(s)) else ""
     s = _NAMESPACES.sub("", s)
     s = _BOOL.sub(lambda m: m.group(1) or ("1" if m.group(2) == "true" else "0"), s)
     s = _INT_CAST.sub(r"\1", s)
     s = _INT_SUFFIX.sub(r"\1", s)
     s = re.sub(r"\s+", " ", s).strip()
-    return re.sub(r"(?<=\W) | (?=\W)", "", s)
+    s = re.sub(r"(?<=\W) | (?=\W)", "", s)
+    s = _SCOPE_RETURN_VOID.sub("", _drop_scope_parameters(s))
+    # the kernel's outermost namespace, last so keys sort by function: `gemm_kernel<float> [cutlass]`
+    return f"{s} [{root}]" if root else s
+
+
+def _drop_scope_parameters(s: str) -> str:
+    """Cut the parameter list (and cv-qualifiers) of every function a name is local to: `f<F>(T1 const&)::{lambda}`
+    -> `f<F>::{lambda}`. ncu prints the enclosing function template's parameters as placeholders (`const T1 &`),
+    cxxabi as the types they stand for, so only the template arguments compare. `operator()`'s own `()` stays."""
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "(" and not s[:i].endswith("operator"):
+            close = _matching_paren(s, i)
+            if close is not None:
+                after = _SCOPE_QUALIFIERS.match(s, close + 1)
+                if after is not None:
+                    i = after.end() - 2  # resume at the "::"
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _matching_paren(s: str, i: int) -> int | None:
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == "(":
+            depth += 1
+        elif s[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
 
 
 def _drop_parameters(s: str) -> str:

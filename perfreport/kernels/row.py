@@ -25,7 +25,7 @@ class Field:
     """One kernel-row field: JSON type, nullability, unit and where it comes from.
 
     level: "launch" (derive_launch emits it and aggregate combines launches by `agg`), "kernel" (aggregate sets
-    it once per kernel) or "cell" (cells.merge_sources numbers the kernels of the cell).
+    it once per kernel) or "cell" (cells.merge_sources numbers and labels the kernels of the cell).
     agg: "mean" (mean over launches, with stats), "first" (constant over launches), "dicts" (key-wise mean).
     """
 
@@ -83,7 +83,7 @@ _RULE = {
                    "speedup_type": {"type": ["string", "null"]}, "speedup_pct": _NULLABLE_NUMBERS},
     "additionalProperties": False,
 }
-BOUNDS = ("memory", "compute", "latency", "mixed", "comm", "unknown")
+BOUNDS = ("memory", "compute", "cache", "latency", "mixed", "comm", "unknown")
 
 # Warehouse column order follows this table; fields with warehouse=False come last.
 KERNEL_ROW: tuple[Field, ...] = (
@@ -95,6 +95,10 @@ KERNEL_ROW: tuple[Field, ...] = (
           schema={"minLength": 1}),
     Field("function", "string", False, None, "function base name (kernel_identity)", level="kernel",
           required=True, schema={"minLength": 1}),
+    Field("label", "string", False, None, "the kernel's name on every page, table and view (kernels/labels.py): the "
+          "function, with the template arguments that tell apart its instantiations where the cell ran several, "
+          "and ` #1`, ` #2` by first launch where rows of one source still share it", level="cell", required=True,
+          schema={"minLength": 1}),
     Field("mangled", "string", True, None, "mangled name, when the capture has it", level="kernel"),
     Field("family", "string", False, None, "kernel family from sol-ceilings.yaml rules", agg="first",
           required=True),
@@ -121,18 +125,29 @@ KERNEL_ROW: tuple[Field, ...] = (
          formula="dram__bytes.sum, else read + write, else rate x duration (dram_bytes_method says which)",
          reads=("scalars.dram_bytes_sum", "scalars.dram_bytes_read", "scalars.dram_bytes_write",
                 "scalars.dram_bytes_per_second", "scalars.duration_ns")),
-    _num("arithmetic_intensity", "FLOP/byte", "flops.total / dram_bytes", required=True,
-         schema=_AI_OR_NULL,
-         formula="flops.total / dram_bytes",
+    _num("arithmetic_intensity", "FLOP/byte", "flops.total / dram_bytes (a lower bound where flops_uncounted)",
+         required=True, schema=_AI_OR_NULL,
+         formula="flops.total (else, where flops_uncounted, the counted parts' sum) / dram_bytes",
          reads=("tensor_flops", "cuda_core_flops", "scalars.dram_bytes_sum", "scalars.dram_bytes_read",
                 "scalars.dram_bytes_write", "scalars.dram_bytes_per_second")),
+    _num("ops_intensity", "ops/byte", "integer tensor ops / dram_bytes, for a kernel whose busiest tensor path is "
+         "an integer one (int8): its roof (TOPS) and verdict are placed by it, since its FLOPs are 0",
+         formula="tensor_ops_by_dtype[integer path] / dram_bytes", reads=("tensor_flops", "scalars.dram_bytes_sum"),
+         warehouse=False),
     Field("ai_measured", "boolean", False, None, "both FLOP and DRAM-byte counters were captured", required=True),
+    Field("flops_uncounted", "array", True, None, "FLOP parts (tensor, fp64, fp32, fp16) the export keeps no counter "
+          "for: arithmetic_intensity and achieved_tflops then sum the counted parts, a lower bound (flops.total stays "
+          "null); a lower bound left of the ridge picks no roof (%SoL null)", agg="first", warehouse=False,
+          schema={"items": {"type": "string", "enum": ["tensor", "fp64", "fp32", "fp16"]}},
+          formula="the flops parts that are null where no sm__ops_path_tensor_* counter is kept at all",
+          reads=("tensor_flops", "cuda_core_flops")),
     _num("ridge_ai", "FLOP/byte", "ncu peak compute / peak DRAM bandwidth",
          formula="ncu_peaks.compute_tflops / ncu_peaks.dram_tbps",
          reads=("tensor_peak_per_cycle", "cuda_core_peak_per_cycle", "scalars.sm_hz",
                 "scalars.dram_bytes_peak_per_cycle", "scalars.dram_hz")),
-    _num("achieved_tflops", "TFLOP/s", "flops.total / duration", required=True,
-         formula="flops.total / duration_ns", reads=("tensor_flops", "cuda_core_flops", "scalars.duration_ns")),
+    _num("achieved_tflops", "TFLOP/s", "flops.total / duration (a lower bound where flops_uncounted)", required=True,
+         formula="flops.total (else, where flops_uncounted, the counted parts' sum) / duration_ns",
+         reads=("tensor_flops", "cuda_core_flops", "scalars.duration_ns")),
     _num("achieved_dram_tbps", "TB/s", "dram_bytes / duration",
          formula="dram_bytes / duration_ns",
          reads=("scalars.dram_bytes_sum", "scalars.dram_bytes_read", "scalars.dram_bytes_write",
@@ -150,6 +165,10 @@ KERNEL_ROW: tuple[Field, ...] = (
          reads=("tensor_flops", "cuda_core_flops", "scalars.dram_bytes_sum", "scalars.duration_ns")),
     Field("achievable_key", "string", True, None, "key path of that measured roof", agg="first",
           schema={"pattern": "^[A-Za-z0-9_]+\\.empirical\\.[A-Za-z0-9_]+$"}),
+    Field("ceiling_exceeded", "object", True, "%", "ceilings the kernel ran above 100% of, {key path: %}: that "
+          "percentage is not a value (sol_pct, pct_of_achievable or family_sol_pct is null) and the ceiling is to be "
+          "re-measured", schema={"additionalProperties": {"type": "number"}},
+          formula="100 x achieved rate / ceiling, where above 100", reads=("scalars.duration_ns",)),
     Field("tensor_dtype", "string", True, None, "busiest tensor-core dtype", agg="first"),
     _num("compute_pct_of_peak", "%", "achieved compute / ncu per-kernel peak",
          formula="100 x the busiest tensor dtype's ops (else flops.total) per second / "
@@ -163,6 +182,8 @@ KERNEL_ROW: tuple[Field, ...] = (
     _captured("sm_throughput_pct", "%", "ncu SM throughput", required=True),
     _captured("dram_throughput_pct", "%", "ncu DRAM throughput", required=True),
     _captured("memory_throughput_pct", "%", "ncu memory throughput"),
+    _captured("l1tex_throughput_pct", "%", "ncu L1/TEX cache throughput", warehouse=False),
+    _captured("l2_throughput_pct", "%", "ncu L2 cache throughput", warehouse=False),
     _captured("achieved_occupancy_pct", "%", "achieved occupancy", required=True),
     _captured("theoretical_occupancy_pct", "%", "theoretical occupancy", required=True),
     _captured("regs_per_thread", "registers", "registers per thread", required=True),
@@ -183,6 +204,9 @@ KERNEL_ROW: tuple[Field, ...] = (
     Field("bound", "string", False, None, "verdict: " + ", ".join(BOUNDS), required=True,
           schema={"enum": list(BOUNDS)}),
     Field("bound_reason", "string", False, None, "the numbers behind the verdict", required=True),
+    Field("implausible", "array", True, None, "values no GPU produces (metrics.yaml implausible: durations under "
+          "100 ns, over 100 PFLOP/s, over 1000% of a ceiling): a unit slip or a corrupt export; --strict refuses",
+          warehouse=False, schema={"items": {"type": "string"}}),
     Field("ncu_peaks", "object", True, None, "per-kernel peaks ncu computes (compute_tflops, dram_tbps)",
           agg="dicts",
           formula="compute_tflops = the busiest tensor dtype's per-cycle peak (else 2 x the FFMA peak) x SM clock; "

@@ -1,7 +1,9 @@
 """Compare one kernel metric across cells whose descriptors match but for one varied field.
 
 Cells that differ in any other descriptor field are never compared: they are listed as not comparable,
-with the fields that differ from their nearest cell named.
+with the fields that differ from their nearest cell named. Kernels of the compared cells are paired by identity
+(kernel_identity.simplify of the name, the section set, the launch configuration: pair_kernels), never by their
+place in a cell's list: a kernel only some cells ran is `added` or `removed`.
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ import pyarrow as pa
 
 from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.errors import PerfReportError
+from perfreport.kernels.identity import simplify
+from perfreport.kernels.labels import kernel_labels
 from perfreport.lake.history import tables_as_of
 from perfreport.lake.iceberg import open_lake
 from perfreport.lake.rows import DESCRIPTOR, KERNEL_MEASURES
 
+KEY_COLUMNS = ("kernel", "set", "change")  # then one column per compared cell
 METRICS = tuple(n for n, t in KERNEL_MEASURES if pa.types.is_integer(t) or pa.types.is_floating(t))
 FIELDS = tuple(n for n, _ in DESCRIPTOR)
 
 
 @dataclass
 class Group:
-    """Cells equal in every descriptor field but the varied one: one column per cell, one row per kernel."""
+    """Cells equal in every descriptor field but the varied one: one row per kernel (KEY_COLUMNS: label, section
+    set, paired/added/removed), then one column per cell (None where the cell did not run it)."""
 
     cells: list[tuple[str, str, Any]]  # (campaign, cell_id, varied value), sorted by value
     columns: list[str]
@@ -54,20 +60,64 @@ def _label(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def _kernel_rows(kernels: list[dict[str, Any]], metric: str) -> dict[tuple[str, str, int], Any]:
-    """Key each kernel by (function, section_set, n-th occurrence in kernel_id order)."""
-    seen: dict[tuple[str, str], int] = defaultdict(int)
-    out = {}
-    for k in sorted(kernels, key=lambda k: k["kernel_id"]):
-        base = (k["function"] or k["name"] or "?", k["section_set"] or "?")
-        seen[base] += 1
-        out[(*base, seen[base])] = k[metric]
-    return out
+Identity = tuple[str, str]  # (instantiation, section set)
+Row = dict[str, Any]
+
+
+def identity(k: Row) -> Identity:
+    """A kernel row's identity: its instantiation (kernel_identity.simplify of the name) and section set."""
+    return (simplify(k["name"]) if k.get("name") else str(k.get("function") or "?"), k.get("section_set") or "?")
+
+
+def pair_kernels(cells: list[list[Row]]) -> list[list[Row | None]]:
+    """Pair the kernel rows of several cells: one list per kernel, one slot per cell (None: the cell did not run it).
+
+    Rows pair by identity at the same launch configuration (grid, block, work instance), wherever they sit in their
+    cell's list. Rows of an identity at a configuration only one cell has (the grid grew with the varied field) pair
+    with the other cells' such rows of that identity in kernel_id order (source, then first launch).
+    """
+    slots: dict[tuple[Identity, tuple[Any, ...], int], list[Row | None]] = {}
+    for c, rows in enumerate(cells):
+        seen: dict[tuple[Identity, tuple[Any, ...]], int] = defaultdict(int)
+        for k in sorted(rows, key=lambda k: k["kernel_id"]):
+            key = (identity(k), (k.get("grid_size"), k.get("block_size"), k.get("instance")))
+            seen[key] += 1
+            slots.setdefault((*key, seen[key]), [None] * len(cells))[c] = k
+    paired: list[list[Row | None]] = []
+    alone: dict[Identity, list[list[Row]]] = {}
+    for (ident, _, _), row in slots.items():
+        present = [(c, k) for c, k in enumerate(row) if k is not None]
+        if len(present) > 1:
+            paired.append(row)
+        else:
+            alone.setdefault(ident, [[] for _ in cells])[present[0][0]].append(present[0][1])
+    for per_cell in alone.values():
+        for j in range(max(map(len, per_cell))):
+            paired.append([ks[j] if j < len(ks) else None for ks in per_cell])
+    return paired
+
+
+def _labels(paired: list[list[Row | None]]) -> list[str]:
+    """Each paired kernel's label over the compared cells (kernels/labels.py, the section set standing for the
+    source): a cell's own where the cells ran the same instantiations, told apart across them where they did not."""
+    reps = [(next(i for i, k in enumerate(row) if k is not None), next(k for k in row if k is not None))
+            for row in paired]
+    order = sorted(range(len(reps)), key=lambda i: (reps[i][0], reps[i][1]["kernel_id"]))
+    first = {i: n for n, i in enumerate(order)}
+    return kernel_labels([{"name": k.get("name") or k.get("function") or "?",
+                           "function": k.get("function") or k.get("name") or "?",
+                           "source": k.get("section_set") or "?", "launch_ids": [first[i]]}
+                          for i, (_, k) in enumerate(reps)])
+
+
+def _change(values: list[bool]) -> str:
+    """paired: in every cell; added: not in the first (lowest value) cell; removed: in it, missing from a later one."""
+    return "paired" if all(values) else "removed" if values[0] else "added"
 
 
 def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = None,
                  vary: str = "concurrency") -> CompareResult:
-    """Pair cells differing only in vary and tabulate metric per kernel function, one column per value."""
+    """Pair cells differing only in vary and tabulate metric per kernel (paired by identity), one column per value."""
     if metric not in METRICS:
         raise PerfReportError(f"lake compare --metric {metric!r}: unknown metric; expected one of "
                               f"{', '.join(METRICS)}. Example: --metric sol_pct")
@@ -95,12 +145,14 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
         members.sort(key=lambda c: (c[name] is None, _label(c[name]) if not isinstance(c[name], int | float)
                                     else f"{c[name]:020.6f}", c["campaign"], c["cell_id"]))
         labels = [_label(c[name]) for c in members]
-        columns = ["function", "set", "n"] + [
+        columns = [*KEY_COLUMNS] + [
             f"{name}={lab}" + (f" ({c['cell_id']})" if labels.count(lab) > 1 else "")
             for lab, c in zip(labels, members, strict=True)]
-        per_cell = [_kernel_rows(kernels[(c["campaign"], c["cell_id"])], metric) for c in members]
-        keys = sorted({k for p in per_cell for k in p})
-        rows = [(*key, *(p.get(key) for p in per_cell)) for key in keys]
+        paired = pair_kernels([kernels[(c["campaign"], c["cell_id"])] for c in members])
+        rows = [(label, identity(next(k for k in row if k is not None))[1], _change([k is not None for k in row]),
+                 *(None if k is None else k[metric] for k in row))
+                for label, row in zip(_labels(paired), paired, strict=True)]
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
         result.groups.append(Group([(c["campaign"], c["cell_id"], c[name]) for c in members], columns, rows))
     return result
 

@@ -77,6 +77,14 @@ def _null_sol_reason(kernel: dict[str, Any], section_set: str | None) -> str | N
         return f"not measured ({section_set} set)"
     if not kernel.get("ai_measured") and kernel.get("flops") is None:
         return "not measured (no FLOP counters in the capture)"
+    key = kernel.get("sol_ceiling_key")
+    over = (kernel.get("ceiling_exceeded") or {}).get(key) if key else None
+    if over is not None:
+        return f"above its ceiling ({over:.1f}% of {key}): the ceiling is to be re-measured"
+    if kernel.get("bound") == "cache":
+        return "cache-bound: its roof is its cache level's bandwidth, which the ceilings file does not hold"
+    if not key and kernel.get("ai_measured"):
+        return "no ceiling of its precision on this hardware (sol-ceilings.yaml)"
     return None
 
 
@@ -86,7 +94,8 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None
     for k in ncu.get("kernels", []):
         kid = str(k.get("id"))
         kpath = f"{prefix}.kernels[{kid}]"
-        problems: list[str] = []
+        problems: list[str] = [f"{kpath}: implausible value: {p} (a unit slip or a corrupt export; fix the "
+                               f"export and re-import)" for p in k.get("implausible") or []]
         if k.get("sol_pct") is None:
             reason = _null_sol_reason(k, sets.get(k.get("source")))
             if reason:

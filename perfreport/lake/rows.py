@@ -56,6 +56,7 @@ KERNEL_MEASURES: list[tuple[str, pa.DataType]] = [
 ]
 KERNELS = pa.schema(KEYS + [
     pa.field("kernel_id", pa.string(), nullable=False), ("name", pa.string()), ("function", pa.string()),
+    ("label", pa.string()), ("grid_size", pa.string()), ("block_size", pa.string()), ("instance", pa.int64()),
     ("family", pa.string()), ("source_id", pa.string()), ("source_file", pa.string()),
     ("source_sha256", pa.string()), ("ncu_version", pa.string()), ("section_set", pa.string()),
     *KERNEL_MEASURES, *DESCRIPTOR, *GATE, *KRHPA,
@@ -131,7 +132,9 @@ def _kernel_row(campaign: Campaign, check: CellCheck, k: dict[str, Any], src: di
     measures = {name: _typed(raw.get(name), typ) for name, typ in KERNEL_MEASURES}
     return {
         "campaign": campaign.id, "cell_id": check.cell_id, "kernel_id": kid, "name": k.get("name"),
-        "function": k.get("function"), "family": k.get("family"), "source_id": k.get("source"),
+        "function": k.get("function"), "label": k.get("label"), "grid_size": k.get("grid_size"),
+        "block_size": k.get("block_size"), "instance": _typed(k.get("instance"), pa.int64()),
+        "family": k.get("family"), "source_id": k.get("source"),
         "source_file": src.get("file"), "source_sha256": src.get("sha256"), "ncu_version": src.get("ncu_version"),
         "section_set": src.get("section_set"), **measures, **desc,
         "context_complete": check.context_complete,

@@ -8,8 +8,8 @@ from typing import Any
 
 from perfreport.config.ceilings import classify_family
 from perfreport.kernels.row import agg_names
-from perfreport.ncu.catalog.chips import unmapped_message
-from perfreport.ncu.derive import DeriveContext, derive_launch, device_name, verdict
+from perfreport.ncu.catalog.chips import tensor_paths, unmapped_message
+from perfreport.ncu.derive import DeriveContext, derive_launch, device_name, settle
 from perfreport.ncu.model import Capture, KernelLaunch, rule_row
 
 # Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
@@ -119,12 +119,25 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
     """
     has_rules = any(k.rules for k in capture.launches)  # a raw-page export holds none: its rows get null
     groups: dict[tuple[str, str, str], list[KernelLaunch]] = {}
+    problems: set[str] = set()
     for launch in sorted(capture.launches, key=lambda k: k.launch_id):
         groups.setdefault(kernel_key(launch), []).append(launch)
     entries = []
     for launches in groups.values():
         family = classify_family(launches[0].name, ctx.ceilings)  # one name per group
-        rows = [derive_launch(k, ctx, family) for k in launches]
+        said: list[str] = []
+        rows = [derive_launch(k, ctx, family, said) for k in launches]
+        empty = [k.launch_id for k in launches if not any(not math.isnan(v) for m, v in k.metrics.items()
+                                                          if not m.endswith(".peak_sustained"))]
+        if empty:  # ncu profiled nothing for these launches (a replay that failed): every counter NaN
+            problems.add(f"kernel {row_label(launches[0])}: launch(es) {', '.join(map(str, empty))} hold no value "
+                         f"(every counter NaN: ncu's profile of the launch is empty); their rows are null. "
+                         f"Re-capture that kernel (`--kernel-name` and `--launch-skip` to reach it)")
+        problems.update(f"kernel {row_label(launches[0])}: {p}" for p in said)
+        for row in rows:
+            problems.update(f"kernel {row_label(launches[0])} (launch {row['launch_id']}): {p}; a value no GPU "
+                            f"produces (a unit slip or a corrupt export): --strict refuses it"
+                            for p in row["implausible"] or [])
         parts = split_by_work(rows)
         for n, part in enumerate(parts, 1):
             entry = _entry([launches[i] for i in part], [rows[i] for i in part], source_id)
@@ -133,7 +146,30 @@ def summarize_capture(capture: Capture, ctx: DeriveContext, source_id: str) -> l
             entry["rules"] = [rule_row(r, first.launch_id) for r in first.rules] if has_rules else None
             entries.append(entry)
     _warn_unmapped(capture, entries)
+    _warn_no_tensor_counters(capture, entries)
+    capture.warnings.extend(sorted(problems))
+    _warn_exceeded(capture, entries)
     return sorted(entries, key=lambda e: e["launch_ids"][0])
+
+
+def row_label(launch: KernelLaunch) -> str:
+    """A kernel as warnings name it: its name, shortened, and its launch configuration."""
+    name = launch.name if len(launch.name) <= 80 else launch.name[:77] + "..."
+    return f"{name!r} grid {launch.grid_size} block {launch.block_size}"
+
+
+def _warn_exceeded(capture: Capture, entries: list[dict[str, Any]]) -> None:
+    """One warning per ceiling some kernel ran above: the ceiling, not the kernel, is wrong (re-measure it)."""
+    over: dict[str, list[tuple[float, str]]] = {}
+    for e in entries:
+        for key, pct in (e.get("ceiling_exceeded") or {}).items():
+            over.setdefault(key, []).append((pct, e["name"]))
+    for key, hits in sorted(over.items()):
+        pct, name = max(hits)
+        capture.warnings.append(
+            f"{len(hits)} kernel(s) ran above 100% of ceiling {key} (up to {pct:.1f}%, {name[:60]!r}): the ceiling "
+            f"is below what the GPU does, so that % is not shown; re-measure it (`perftunereport ceilings measure`) "
+            f"or fix it in the ceilings file")
 
 
 def _warn_unmapped(capture: Capture, entries: list[dict[str, Any]]) -> None:
@@ -144,6 +180,22 @@ def _warn_unmapped(capture: Capture, entries: list[dict[str, Any]]) -> None:
         first = launches[0]
         metrics = {m for k in launches for m in k.metrics}
         capture.warnings.append(unmapped_message(device_name(first), first.cc or None, None, metrics))
+
+
+def _warn_no_tensor_counters(capture: Capture, entries: list[dict[str, Any]]) -> None:
+    """One warning per export of a chip with tensor cores whose FLOP counters lack every tensor-path one (ncu's
+    roofline sections of 2021-2023, the NERSC recipe): its kernels' tensor FLOPs, totals and AI are null, not 0."""
+    hit = [e for e in entries if e["chip"] and tensor_paths(e["chip"]) and e["flops"] is not None
+           and e["flops"]["tensor"] is None and not e["tensor_ops_by_dtype"]]
+    if hit:
+        chip = hit[0]["chip"]
+        names = sorted(p.flops for p in tensor_paths(chip).values())
+        capture.warnings.append(
+            f"{len(hit)} kernel(s) on {chip}: the export has CUDA-core FLOP counters but none of the chip's "
+            f"tensor-path ones ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): tensor FLOPs left null, "
+            f"not 0; their AI and TFLOP/s sum the counted parts, a lower bound (flops_uncounted), and a lower bound "
+            f"left of the ridge picks no roof. Capture with `--metrics` naming the tensor-path counters (ncu 2025 "
+            f"`--set full` keeps them) to measure them")
 
 
 def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: str) -> dict[str, Any]:
@@ -165,7 +217,7 @@ def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: 
     for f in DICT_FIELDS:
         entry[f] = _mean_dicts([r[f] for r in rows])
     entry["ai_measured"] = entry["arithmetic_intensity"] is not None
-    entry["bound"], entry["bound_reason"] = verdict(entry)
+    settle(entry, rows)
     entry["stats"] = {f: s for f in STAT_FIELDS if (s := _stats([r[f] for r in rows])) is not None}
     entry["per_launch"] = rows if len(rows) > 1 else []
     return entry

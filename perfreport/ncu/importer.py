@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ from perfreport.ids import check_id
 from perfreport.kernels.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
 from perfreport.kernels.identity import check_name_length
 from perfreport.ncu.aggregate import summarize_capture
-from perfreport.ncu.derive import DeriveContext
+from perfreport.ncu.csv import merge
+from perfreport.ncu.csv.merge import PerMetric, parts_record
+from perfreport.ncu.derive import DeriveContext, device_name
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
 from perfreport.ncu.rep.reader import FileHash
@@ -63,15 +66,30 @@ def _inputs(bundle_path: Path) -> list[Path]:
     return [bundle_path]
 
 
-def _early_inputs(bundle_path: Path) -> list[Path] | None:
+def _all_inputs(bundle_paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Every input file with the bundle folder it came from (None: given as a file); each file once."""
+    out: list[tuple[Path, Path | None]] = []
+    seen: dict[Path, Path] = {}
+    for given in bundle_paths:
+        for path in _inputs(given):
+            key = path.resolve()
+            if key in seen:
+                raise InputError(
+                    f"'{path}': given twice (also as '{seen[key]}'); expected each capture once. Drop one --bundle.")
+            seen[key] = path
+            out.append((path, given if given.is_dir() else None))
+    return out
+
+
+def _early_inputs(bundle_paths: list[Path]) -> list[tuple[Path, Path | None]] | None:
     """The inputs, if they can be listed now (None: the error is raised in order, after the config's)."""
     try:
-        return _inputs(bundle_path)
+        return _all_inputs(bundle_paths)
     except PerfReportError:
         return None
 
 
-def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: str | None) -> list[str]:
+def _unmeasured_warning(name: str, kernels: list[dict[str, Any]], section_set: str | None) -> list[str]:
     missing = [k for k in kernels if not k["ai_measured"]]
     if not missing:
         return []
@@ -80,25 +98,145 @@ def _unmeasured_warning(path: Path, kernels: list[dict[str, Any]], section_set: 
     what = " and ".join(p for p in (f"{no_flops} without FLOP counters" if no_flops else "",
                                     f"{no_bytes} without DRAM byte counters" if no_bytes else "") if p)
     return [
-        f"capture '{path.name}': {len(missing)} of {len(kernels)} kernel(s) have no arithmetic intensity ({what}; "
+        f"capture '{name}': {len(missing)} of {len(kernels)} kernel(s) have no arithmetic intensity ({what}; "
         f"section set {section_set or 'unknown'}); AI left null, not estimated. Re-capture with --set full or "
         f"--set roofline to place them on the roofline."
     ]
 
 
-def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool = False,
-               progress: Progress | None = None, rep_reader: str = "auto", replace: bool = False) -> ImportResult:
+@dataclass
+class _Part:
+    """One per-metric file read, held until its run's other files are read (see ncu/csv/merge.py)."""
+
+    path: Path
+    bundle: Path | None
+    capture: Capture
+    found: PerMetric
+
+MISMATCH_CHOICES = ("refuse", "warn")  # --hardware-mismatch
+
+
+@dataclass
+class _Run:
+    """What one import gathers: sources, kernels (with the bundle each came from), warnings."""
+
+    campaign_dir: Path
+    ctx: DeriveContext
+    warnings: list[str]
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    bundles: list[Path | None] = field(default_factory=list)  # per kernel: its bundle folder
+    unanchored: list[tuple[dict[str, Any], Path]] = field(default_factory=list)
+    mismatch: str = "refuse"  # a capture from another GPU than the campaign's: "refuse", or "warn" (%SoL null)
+
+    def gpu_context(self, capture: Capture, where: Path) -> DeriveContext:
+        """The context one source derives in: the campaign's hardware where the capture ran on that GPU (its
+        device__attribute_display_name and CC, the ground truth); another GPU is refused, or with
+        --hardware-mismatch warn scored against no roof (%SoL null) and said."""
+        hardware = self.ctx.hardware
+        if hardware is None:
+            return self.ctx
+        ceilings = self.ctx.ceilings
+        gpus = sorted({(name, k.cc or "") for k in capture.launches if (name := device_name(k))})
+        if not gpus:
+            if capture.launches:
+                capture.warnings.append(
+                    f"the export records no GPU name (no device__attribute_display_name): %SoL is scored against "
+                    f"the campaign's hardware {hardware} as given; re-export with the device attributes "
+                    f"(`ncu --csv --page raw` keeps them) to have it checked")
+            return self.ctx
+        other = [(n, cc) for n, cc in gpus if ceilings.matches_device(hardware, n, cc) is False]
+        if not other:
+            return self.ctx
+        name, cc = other[0]
+        token = ceilings.hardware_for_device(name, cc)
+        theirs = f"hardware {token}" if token else "a GPU sol-ceilings.yaml has no token for"
+        line = (f"'{where}': captured on {name!r} (CC {cc or '?'}, {theirs}), not on the campaign's hardware "
+                f"{hardware} ({ceilings.description(hardware)}): its %SoL would be scored against another GPU's "
+                f"roofs")
+        if self.mismatch != "warn":
+            fix = f"`hardware: {token}`" if token else "its own hardware token (ceilings_override:)"
+            raise InputError(f"{line}. Import it into a campaign with {fix}, or pass --hardware-mismatch warn to "
+                             f"import it with %SoL left null.")
+        capture.warnings.append(f"captured on {name!r} (CC {cc or '?'}, {theirs}), not on the campaign's hardware "
+                                f"{hardware}: imported with %SoL, the achievable % and the verdict's roofs left "
+                                f"null (--hardware-mismatch warn)")
+        return DeriveContext(ceilings=ceilings, hardware=None)
+
+    def add(self, capture: Capture, name: str, where: Path, sid: str, anchored: bool, bundle: Path | None,
+            parts: list[tuple[str, str]] | None = None, digest: FileHash | None = None) -> None:
+        """Derive one source's kernels and record the source (`where`: the file named in errors).
+
+        `digest`: a report's hash, started before the config was read; collected once the derivation is done.
+        """
+        for launch in capture.launches:
+            check_name_length(launch.name, f"'{where}': launch {launch.launch_id}")
+        ctx = self.gpu_context(capture, where)
+        try:
+            entries = summarize_capture(capture, ctx, sid)
+        except InputError as exc:  # derivation names the kernel and launch; the file is named here
+            raise InputError(f"'{where}': {exc.message}") from None
+        if digest is not None:
+            capture.sha256 = digest.result()
+        source = _source_record(capture, sid, len(entries))
+        if parts is not None:
+            source["parts"] = parts_record(parts)
+        self.sources.append(source)
+        if not anchored:
+            self.unanchored.append((source, where))
+        self.kernels.extend(entries)
+        self.bundles.extend([bundle] * len(entries))
+        self.warnings.extend(f"capture '{name}': {w}" for w in capture.warnings)
+        self.warnings.extend(_unmeasured_warning(name, entries, capture.section_set))
+
+    def add_per_metric(self, parts: list[_Part], cell_id: str) -> None:
+        """Merge one folder's per-metric files into one source; refuse a lone one whose run lies beside it."""
+        if len(parts) == 1:
+            part = parts[0]
+            others = merge.siblings(part.path, part.found) if part.bundle is None else []
+            if others:
+                raise merge.lone_file_error(part.path, part.found, others, self.campaign_dir, cell_id)
+            sid, anchored = source_id(part.path, self.campaign_dir, part.bundle)
+            part.capture.warnings.append(merge.lone_file_warning(part.path, part.found))
+            self.add(part.capture, part.path.name, part.path, sid, anchored, part.bundle)
+            return
+        ids = [source_id(p.path, self.campaign_dir, p.bundle) for p in parts]
+        capture = merge.merge_per_metric([(sid, p.capture) for (sid, _), p in zip(ids, parts, strict=True)])
+        sid = merge.merged_id([i for i, _ in ids])
+        given = {p.path.resolve() for p in parts}
+        others = [] if parts[0].bundle else [o for o in merge.siblings(parts[0].path, parts[0].found)
+                                             if o[0].resolve() not in given]
+        if others:
+            capture.warnings.append(merge.missing_siblings_warning([p.path for p in parts], others))
+        self.add(capture, sid, parts[0].path, sid, all(a for _, a in ids), parts[0].bundle,
+                 [(i, p.capture.sha256) for (i, _), p in zip(ids, parts, strict=True)])
+
+
+def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path | Sequence[Path], strict: bool = False,
+               progress: Progress | None = None, rep_reader: str = "auto", replace: bool = False,
+               hardware_mismatch: str = "refuse") -> ImportResult:
     """Read every capture, derive, then write the cell file once (nothing is written if any input fails).
 
+    `bundle_path`: a file or bundle folder, or several (`--bundle` repeated). The per-metric CSV files of one run
+    (the NERSC recipe, one `ncu --csv --metrics M` file per metric) among the files given, or in one folder of a
+    bundle, merge into one source by launch ID (ncu/csv/merge.py); one given alone while the others of its run lie
+    beside it is refused with the command that imports them together.
     `progress` (the CLI prints to stderr) gets one line per input file and, for a large report, a line about
     every tenth of its kernels. `rep_reader` "ncu_report" reads reports with NVIDIA's module only (rep.read_rep).
     `replace` lets a file outside the campaign replace a source of the same name but other content.
+    `hardware_mismatch` "warn" imports a capture from another GPU than the campaign's with %SoL null (else refused).
     Concurrent imports into one cell take turns on the cell's lock: each merges into what the other wrote.
     """
     check_id("cell", cell_id)
-    early = _early_inputs(bundle_path)
+    if hardware_mismatch not in MISMATCH_CHOICES:
+        raise InputError(f"import_ncu: hardware_mismatch {hardware_mismatch!r}; expected one of "
+                         f"{', '.join(MISMATCH_CHOICES)}")
+    given = [Path(bundle_path)] if isinstance(bundle_path, str | Path) else [Path(p) for p in bundle_path]
+    if not given:
+        raise InputError("import_ncu: no capture given; expected at least one --bundle (a file or a bundle folder).")
+    early = _early_inputs(given)
     # a report's SHA-256 costs about its whole parse (docs/ncu_rep.md): it runs on the second core meanwhile
-    hashes = {p: FileHash(p) for p in early or [] if p.is_file() and is_report(p)}
+    hashes = {p: FileHash(p) for p, _ in early or [] if p.is_file() and is_report(p)}
     try:
         campaign = load_campaign(campaign_dir, strict=strict)
         cell = campaign.cell(cell_id)
@@ -109,33 +247,25 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
                 f"expected one of {', '.join(ceilings.hardware_keys())}. Fix `hardware:` or add it via "
                 f"`ceilings_override:`."
             )
-        ctx = DeriveContext(ceilings=ceilings, hardware=campaign.hardware)
-        warnings = list(campaign.warnings)
-        sources: list[dict[str, Any]] = []
-        kernels: list[dict[str, Any]] = []
-        unanchored: list[tuple[dict[str, Any], Path]] = []
-        inputs = early if early is not None else _inputs(bundle_path)
-        for i, path in enumerate(inputs, 1):
+        run = _Run(campaign.dir, DeriveContext(ceilings=ceilings, hardware=campaign.hardware), list(campaign.warnings),
+                   mismatch=hardware_mismatch)
+        inputs = early if early is not None else _all_inputs(given)
+        per_metric: dict[Path | None, list[_Part]] = {}  # per bundle folder (None: the files given): its files
+        for i, (path, bundle) in enumerate(inputs, 1):
             if progress is not None:
                 size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
                 progress(f"[{i}/{len(inputs)}] reading {path.name}{size}")
             # rule results (guided analysis) go to each kernel row's `rules`, for the kernel page
             capture = read_export(path, progress, hashes.get(path), rep_reader)
-            for launch in capture.launches:
-                check_name_length(launch.name, f"'{path}': launch {launch.launch_id}")
-            sid, anchored = source_id(path, campaign.dir, bundle_path if bundle_path.is_dir() else None)
-            try:
-                entries = summarize_capture(capture, ctx, sid)
-            except InputError as exc:  # derivation names the kernel and launch; the file is named here
-                raise InputError(f"'{path}': {exc.message}") from None
-            if path in hashes:  # started before the config was read; collected once the derivation is done
-                capture.sha256 = hashes[path].result()
-            sources.append(_source_record(capture, sid, len(entries)))
-            if not anchored:
-                unanchored.append((sources[-1], path))
-            kernels.extend(entries)
-            warnings.extend(f"capture '{path.name}': {w}" for w in capture.warnings)
-            warnings.extend(_unmeasured_warning(path, entries, capture.section_set))
+            found = merge.per_metric(path, capture)
+            if found is not None:
+                per_metric.setdefault(path.parent if bundle else None, []).append(_Part(path, bundle, capture, found))
+                continue
+            sid, anchored = source_id(path, campaign.dir, bundle)
+            run.add(capture, path.name, path, sid, anchored, bundle, digest=hashes.get(path))
+        for parts in per_metric.values():
+            run.add_per_metric(parts, cell_id)
+        warnings = run.warnings
         if strict and warnings:
             raise PerfReportError("--strict: import refused because of warnings:\n" +
                                   "\n".join(f"  - {w}" for w in warnings))
@@ -144,12 +274,15 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path, strict: bool
                   "ceilings_sources": [Path(s).name for s in ceilings.sources]}
         with locked(out, progress):
             existing = read_cell(out)
-            for source, path in unanchored:
+            for source, path in run.unanchored:
                 check_source(existing, source, path, replace)
-            write_cell(out, merge_sources(existing, header, sources, kernels))
-        if bundle_path.is_dir():
-            fill_kernel_internals(bundle_path, [_internals(k) for k in kernels], captured_at(inputs), _method(sources))
-        return ImportResult(out, campaign.id, cell.id, campaign.hardware, sources, kernels, warnings)
+            write_cell(out, merge_sources(existing, header, run.sources, run.kernels))
+        for folder in dict.fromkeys(b for _, b in inputs if b is not None):
+            mine = [k for k, b in zip(run.kernels, run.bundles, strict=True) if b == folder]
+            files = [p for p, b in inputs if b == folder]
+            fill_kernel_internals(folder, [_internals(k) for k in mine], captured_at(files),
+                                  _method([s for s in run.sources if any(k["source"] == s["id"] for k in mine)]))
+        return ImportResult(out, campaign.id, cell.id, campaign.hardware, run.sources, run.kernels, warnings)
     finally:  # a refused import leaves no hash reading its files (a caller may rewrite them next)
         for h in hashes.values():
             h.close()

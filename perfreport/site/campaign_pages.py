@@ -16,6 +16,7 @@ from perfreport.frontier.candidates import (
 from perfreport.frontier.krhpa import LETTERS, LEVELS, krhpa_label, krhpa_problems, rubric_rows
 from perfreport.frontier.levers import load_levers
 from perfreport.frontier.value_view import build_view
+from perfreport.kernels.labels import shortened
 from perfreport.site import charts
 from perfreport.site.comparison import Comparison, Mismatch, context_line, flatten, varying_fields
 from perfreport.site.kernel_pages import kernel_href
@@ -42,6 +43,9 @@ MISSING_ROOFLINE = Missing("each kernel on the roofline: arithmetic intensity ag
     "import the report with `perftunereport import_ncu --campaign DIR --cell-id ID --bundle REPORT.ncu-rep`, then "
     "render again",
 ])
+ROOFLINE_POINTS_NOTE = ("Achieved TFLOP/s is measured only: a kernel whose AI was not measured has none (an em dash; "
+                        "null in the downloads) and is the hollow marker of the AI-unmeasured strip, drawn at its SM "
+                        "busy %, never at a TFLOP/s.")
 SHARE_CHART_CELLS = 12  # page 4 draws one chart per cell for this many cells; every cell page draws its own
 SHARE_BARS = 30  # kernels per time-share chart (the largest); the tables list every kernel
 MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
@@ -58,7 +62,8 @@ JOIN_COLUMNS = [
     C("instances", "instances", "num"), C("ncu_ms", "ncu duration", "ms"),
     C("ncu_share_pct", "ncu duration share", "pct"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
-    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"), C("bound", "bound"),
+    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
+    C("ceiling_exceeded", "ceiling to re-measure", "exceeded", wrap=True), C("bound", "bound"),
     C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("ai_measured", "AI measured", "value"),
     C("executed_per_useful", "executed / useful FLOPs", "num"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("sm_throughput_pct", "SM %peak", "pct"),
@@ -67,16 +72,16 @@ JOIN_COLUMNS = [
     C("matched_sources", "matched sources", "value"),
 ]
 KERNEL_COLUMNS = [
-    C("cell_id", "cell"), C("id", "id"), C("function", "kernel function"), C("family", "family"),
+    C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("family", "family"),
     C("source_set", "set"), C("launches", "launches", "num"), C("duration_ns", "duration", "duration_ns"),
     C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
     C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
     C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
-    C("sm_throughput_pct", "SM %peak", "pct"),
+    C("ceiling_exceeded", "ceiling to re-measure", "exceeded", wrap=True), C("sm_throughput_pct", "SM %peak", "pct"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("bound", "bound"), C("name", "demangled name", wrap=True),
 ]
 INTERNALS_COLUMNS = [
-    C("cell_id", "cell"), C("id", "id"), C("function", "kernel function"), C("source_set", "set"),
+    C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("source_set", "set"),
     C("achieved_occupancy_pct", "occupancy achieved", "pct"),
     C("theoretical_occupancy_pct", "occupancy theoretical", "pct"),
     C("block_limit_factor", "binding limit"), C("block_limits", "blocks/SM per limit", "value", wrap=True),
@@ -93,10 +98,9 @@ def cell_contexts(data: CampaignData) -> dict[str, str]:
 
 
 def kernel_label(k: dict[str, Any]) -> str:
-    """Short label of a kernel row for chart axes: cell · id function (#instance when its launches were split)."""
-    fn = k["function"] if len(k["function"]) <= 40 else k["function"][:39] + "…"
-    part = f" #{k['instance']}" if k.get("instance") else ""
-    return f"{k['cell_id']} · {k['id']} {fn}{part}"
+    """A kernel row on a chart axis: cell · id label (the id keeps the sources of one cell apart), the label cut to
+    60 characters (the tables show it whole)."""
+    return f"{k['cell_id']} · {k['id']} {shortened(str(k.get('label') or k['function']), 60)}"
 
 
 def top_stall(k: dict[str, Any]) -> str | None:
@@ -275,22 +279,23 @@ def roofline_page(data: CampaignData) -> Page:
           "source": data.ceilings.entry(r.key).get("source") or data.ceilings.entry(r.key).get("method")}
          for r in model.roofs]))
     page.add_table(Table("points", "Kernels on the roofline", [
-        C("cell_id", "cell"), C("kernel_id", "id"), C("function", "kernel function"), C("source", "set"),
+        C("cell_id", "cell"), C("kernel_id", "id"), C("label", "kernel"), C("source", "set"),
         C("measured", "AI measured", "value"), C("ai", "AI", "num", unit="FLOP/B"),
-        C("tflops", "TFLOP/s (or placement)", "num"),
+        C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
         C("pct_of_roof", "% of roof at AI", "pct"), C("sm_pct", "SM busy", "pct"), C("ceiling_key", "ceiling key"),
         C("sol_pct", "%SoL", "pct"), C("bound", "bound"), C("time_share_pct", "time share", "pct")],
-        [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id)} for p in model.points], link_key="kernel_id"))
+        [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id)} for p in model.points],
+        note=ROOFLINE_POINTS_NOTE, link_key="kernel_id"))
     return page
 
 
 def internals_page(data: CampaignData) -> Page:
     """06: occupancy and its binding limit, registers, shared memory, warp stalls, divergence."""
     page = Page("06-kernel-internals.html", "06-kernel-internals.html", "Kernel internals")
-    rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for cd in data.cells for k in cd.kernels]
+    rows = [{**k, "top_stall": top_stall(k)} for cd in data.cells for k in cd.kernels]
     page.add_table(Table("internals", "Occupancy, resources and divergence per kernel row", INTERNALS_COLUMNS, rows,
                          link_key="id"))
-    with_stalls = [r for r in rows if r.get("warp_stalls_pct")]
+    with_stalls = [{**r, "label": kernel_label(r)} for r in rows if r.get("warp_stalls_pct")]  # the chart's axis
     page.context["missing"] = None if with_stalls else Missing("warp-stall breakdown per kernel", [
         "capture with --set full (WarpStateStats section) and import it with perftunereport import_ncu"])
     if with_stalls:

@@ -21,8 +21,8 @@ from perfreport.warehouse.gather import CampaignData, CellData
 C = Column
 CELL_JOIN_KEYS = ("label", "share_split", "op", "shapes", "time_share_pct", "sample_share_pct", "total_ms",
                   "time_source", "instances", "ncu_ms", "ncu_share_pct", "sol_pct", "pct_of_achievable",
-                  "executed_per_useful", "bound", "amdahl_bound_pct", "amdahl_bound_ms", "amdahl_basis",
-                  "matched_sources")
+                  "ceiling_exceeded", "executed_per_useful", "bound", "amdahl_bound_pct", "amdahl_bound_ms",
+                  "amdahl_basis", "matched_sources")
 MISSING_KERNELS = Missing("this cell's kernel rows (ncu), its roofline, time shares and warp stalls", [
     "capture the cell's workload under ncu (`perftunereport capture plan` prints the command; --set full for the "
     "roofline and warp stalls)",
@@ -61,10 +61,10 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
         page.add_chart(share)
     page.add_table(Table("join", "Time share and Amdahl bound (kernel_join)",
                          [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join, link_key="label"))
-    rows = [{**k, "top_stall": top_stall(k), "label": kernel_label(k)} for k in cd.kernels]
+    rows = [{**k, "top_stall": top_stall(k)} for k in cd.kernels]
     page.add_table(Table("internals", "Occupancy, resources and divergence", _without_cell(INTERNALS_COLUMNS), rows,
                          link_key="id"))
-    stalls = [r for r in rows if r.get("warp_stalls_pct")]
+    stalls = [{**r, "label": kernel_label(r)} for r in rows if r.get("warp_stalls_pct")]  # the chart's axis
     if stalls:
         page.add_chart(Chart("cell-warp-stalls", charts.warp_stalls(stalls, f"Warp-stall breakdown · {cd.id}")))
     page.context.update(cell=cd.cell, captures=cd.cell.captures, bundles=cd.bundles,

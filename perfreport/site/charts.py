@@ -15,6 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from perfreport.kernels.labels import shortened
 from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.warehouse.roofline import FAR_BELOW_PCT, RooflineModel, RoofPoint
 
@@ -29,6 +30,7 @@ ROOF_COLORS = {"dram": "#b8860b", "l2": "#6b8e23", "l1": "#4682b4"}
 # Each compute roof its own colour (bf16, fp8, fp32 ... never share one), in order of peak
 COMPUTE_COLORS = ("#222222", "#c0392b", "#8e44ad", "#16a085", "#d35400", "#2c3e50")
 TOP_LABELS = 6  # the biggest kernels by time share (else ncu time) carry a label
+ANNOTATION_WIDTH = 48  # characters of a kernel label on the chart (kernels/labels.shortened keeps its ` #n`)
 STRIP_DOMAIN = (0.0, 0.09)  # the "AI unmeasured" strip, left of the roofline
 PLOT_DOMAIN = (0.16, 1.0)
 _LAYOUT = dict(template={}, font=dict(family="system-ui, sans-serif", size=12), paper_bgcolor="white",
@@ -145,10 +147,10 @@ def _customdata(p: RoofPoint, inputs: bool = True) -> list[Any]:
     dur = "—" if p.duration_ns is None else f"{p.duration_ns / 1e3:.1f}"
     tail = [p.bound or "—", dur, p.launches, _opt(p.time_share_pct, ".1f", "%")]
     if p.measured:
-        return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.pct_of_roof, 3), _opt(p.sm_pct, ".1f", "%"),
+        return [_t(p.label), f"{p.kernel_id} {p.source}", _r(p.pct_of_roof, 3), _opt(p.sm_pct, ".1f", "%"),
                 _opt(p.sol_pct, ".1f", "%"), _short_key(p.sol_key), *tail,
                 *((_sci(p.flops), _sci(p.dram_bytes)) if inputs else ())]
-    return [_t(p.function), f"{p.kernel_id} {p.source}", _r(p.sm_pct, 3), _short_key(p.ceiling_key), *tail]
+    return [_t(p.label), f"{p.kernel_id} {p.source}", _r(p.sm_pct, 3), _short_key(p.ceiling_key), *tail]
 
 
 def _hover(body: str, first_tail_slot: int) -> str:
@@ -187,7 +189,7 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
             if not pts:
                 continue
             if measured:
-                xs, ys, axes = [_r(p.ai) for p in pts], [_r(p.tflops) for p in pts], {}
+                xs, ys, axes = [_r(p.ai) for p in pts], [_r(p.achieved_tflops) for p in pts], {}
             else:
                 xs = []
                 for _ in pts:
@@ -214,13 +216,18 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
         if pts:
             traces.append(dict(
                 type="scatter", mode="markers", visible="legendonly",
-                x=[_r(getattr(p, f"ai_{level}"), 3) for p in pts], y=[_r(p.tflops, 3) for p in pts],
+                x=[_r(getattr(p, f"ai_{level}"), 3) for p in pts], y=[_r(p.achieved_tflops, 3) for p in pts],
                 name=f"{level.upper()} AI (every cell)", legendgroup=f"hierarchy-{level}",
                 marker=dict(color=ROOF_COLORS[level], symbol=symbol, size=6),
                 hovertemplate=f"{level.upper()} AI %{{x:.3g}} FLOP/B ({level.upper()} bytes) · %{{y:.3g}} TFLOP/s"
                               f"<extra></extra>",
             ))
     return traces
+
+
+def _tflops(p: RoofPoint) -> float:
+    """A measured point's achieved TFLOP/s (build_roofline sets it on every measured point; 0 never is drawn)."""
+    return p.achieved_tflops or 0.0
 
 
 def _top_labels(model: RooflineModel) -> list[RoofPoint]:
@@ -241,12 +248,12 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
     width, height = 760.0, 530.0  # plot area of a 640 px figure next to its legend and strip, roughly
     placed: list[tuple[float, float, float]] = []  # label (left, top, right) in pixels from the plot's top left
     out = []
-    for p in sorted(chosen.values(), key=lambda p: (-p.tflops, p.cell_id, p.kernel_id)):
-        name = p.function if len(p.function) <= 32 else p.function[:31] + "…"
+    for p in sorted(chosen.values(), key=lambda p: (-_tflops(p), p.cell_id, p.kernel_id)):
+        name = shortened(p.label, ANNOTATION_WIDTH)
         share = f", {p.time_share_pct:.0f}% of time" if p.time_share_pct is not None else ""
         text = f"{name} ({p.cell_id}{share}): {p.pct_of_roof:.0f}% of roof"
         px = (math.log10(p.ai or 1.0) - x_range[0]) / (x_range[1] - x_range[0]) * width
-        py = (y_range[1] - math.log10(p.tflops)) / (y_range[1] - y_range[0]) * height
+        py = (y_range[1] - math.log10(_tflops(p))) / (y_range[1] - y_range[0]) * height
         left, top_px = px + 30, py - 40
         right = left + 5.6 * len(text)
         if right > width:  # near the right edge: label to the left of the point
@@ -254,7 +261,7 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
         while any(top_px < t + 15 and top_px + 15 > t and left < r and right > lf for lf, t, r in placed):
             top_px -= 16
         placed.append((left, top_px, right))
-        out.append(dict(x=math.log10(p.ai or 1.0), y=math.log10(p.tflops), showarrow=True, arrowhead=2,
+        out.append(dict(x=math.log10(p.ai or 1.0), y=math.log10(_tflops(p)), showarrow=True, arrowhead=2,
                         arrowsize=0.8, arrowcolor="#888", ax=round(left - px if left > px else right - px),
                         ay=round(top_px - py), xanchor="left" if left > px else "right", font=dict(size=10),
                         bgcolor="rgba(255,255,255,0.85)", text=_t(text)))
@@ -272,7 +279,7 @@ def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
     roofs, annotations = _roof_traces(model, lo, hi)
     use_gl = len(model.points) > gl_threshold
     traces = roofs + _kernel_traces(model, use_gl, contexts or {})
-    ys = [p.tflops for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
+    ys = [_tflops(p) for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
     mem = model.memory_roof
     if mem is not None:
         ys.append(10.0**lo * mem.value)

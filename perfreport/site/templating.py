@@ -6,6 +6,7 @@ string. Kernel names carry `<` and `>`: autoescape is what turns them into text.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from functools import lru_cache
@@ -84,9 +85,19 @@ def value(v: Any) -> str:
     return str(v)
 
 
+def exceeded(v: Any) -> str:
+    """Ceilings a kernel ran above (kernel row `ceiling_exceeded`, a mapping or its JSON text): each named with the
+    rate it was beaten by, as a ceiling to re-measure, never as a % of achievable."""
+    if isinstance(v, str):
+        v = json.loads(v)
+    if not v:
+        return EMPTY
+    return "; ".join(f"{key}: ran at {pct_v:.1f}% of it, re-measure" for key, pct_v in sorted(v.items()))
+
+
 FORMATTERS = {
     "num": num, "pct": pct, "duration_ns": duration_ns, "ms": ms, "bytes": size_bytes, "value": value,
-    "text": lambda v: EMPTY if v is None else str(v),
+    "text": lambda v: EMPTY if v is None else str(v), "exceeded": exceeded,
 }
 # The same formats in a table cell: the number without its unit (UNITS puts it in the header), one scale per column.
 CELL_FORMATTERS = {

@@ -20,6 +20,7 @@ from perfreport.config.ceilings import Ceilings, load_ceilings
 from perfreport.config.context import is_not_applicable
 from perfreport.errors import InputError, PerfReportError
 from perfreport.kernels.identity import normalize, simplify
+from perfreport.kernels.labels import kernel_labels, name_bases
 from perfreport.kernels.row import KERNEL_ROW
 
 SCHEMA_VERSION = 1
@@ -76,9 +77,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "ncu_kernels": [("cell_id", "VARCHAR"), ("section_set", "VARCHAR"), ("flops_total", "DOUBLE")]
     + [(c, t) for _, c, t in NCU_KERNEL_FIELDS] + [("kernel", "VARCHAR")],  # INSERT BY NAME: order free
     "kernel_times": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")] + [(c, t) for _, c, t in TIMES_FIELDS]
-    + [("kernel", "VARCHAR")],
+    + [("kernel", "VARCHAR"), ("label", "VARCHAR")],
     "kernel_samples": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")]
-    + [(c, t) for _, c, t in SAMPLES_FIELDS] + [("kernel", "VARCHAR")],
+    + [(c, t) for _, c, t in SAMPLES_FIELDS] + [("kernel", "VARCHAR"), ("label", "VARCHAR")],
     "kernel_aliases": [("name", "VARCHAR"), ("file_function", "VARCHAR"), ("function", "VARCHAR")],
     "kernel_keys": [("cell_id", "VARCHAR"), ("function", "VARCHAR"), ("name", "VARCHAR"), ("kernel", "VARCHAR")],
     "launch_floor": [("hardware", "VARCHAR"), ("floor_us", "DOUBLE"), ("key", "VARCHAR")],
@@ -223,6 +224,41 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[An
     con.execute(f"INSERT INTO {table} SELECT " + ", ".join(f"unnest(${i + 1})" for i in range(len(columns))), columns)
 
 
+def label_kernels(con: duckdb.DuckDBPyConnection) -> None:
+    """Give every row the label import_ncu stores (kernels/labels.py), before match_functions re-keys any function.
+
+    ncu rows carry theirs; those of a cell file written before labels were stored get kernel_labels over the cell's
+    rows. Time and sample rows get their name's label in the cell's rows of that table (name_bases, no ` #n`: the
+    views sum them per kernel key), the one import_nsys and import_torch_trace print.
+    """
+    rows: list[tuple[Any, ...]] = []
+    cells = [c for (c,) in con.execute("SELECT DISTINCT cell_id FROM ncu_kernels WHERE label IS NULL").fetchall()]
+    for cell in cells:
+        kernels = [dict(zip(("kernel_id", "name", "function", "source", "launch_ids"), r, strict=True))
+                   for r in con.execute("SELECT kernel_id, name, function, source, launch_ids FROM ncu_kernels "
+                                        "WHERE cell_id = $1 ORDER BY kernel_id", [cell]).fetchall()]
+        rows += [(cell, None, None, k["kernel_id"], label) for k, label in zip(kernels, kernel_labels(kernels),
+                                                                                strict=True)]
+    for table in ("kernel_times", "kernel_samples"):
+        pairs: dict[str, set[tuple[str, str]]] = {}
+        for cell, function, name in con.execute(f"SELECT DISTINCT cell_id, function, name FROM {table} "
+                                                  "WHERE function IS NOT NULL AND name IS NOT NULL").fetchall():
+            pairs.setdefault(cell, set()).add((function, name))
+        rows += [(cell, function, name, table, label) for cell, found in pairs.items()
+                 for (function, name), label in name_bases(found).items()]
+    if not rows:
+        return
+    con.execute("CREATE TEMP TABLE _labels (cell_id VARCHAR, function VARCHAR, name VARCHAR, kernel_id VARCHAR, "
+                "label VARCHAR)")  # kernel_id: the ncu row's id, or the time table a row is for
+    _insert_rows(con, "_labels", rows)
+    con.execute("UPDATE ncu_kernels t SET label = l.label FROM _labels l "
+                "WHERE l.function IS NULL AND t.cell_id = l.cell_id AND t.kernel_id = l.kernel_id")
+    for table in ("kernel_times", "kernel_samples"):
+        con.execute(f"UPDATE {table} t SET label = l.label FROM _labels l WHERE l.kernel_id = '{table}' "
+                    "AND t.cell_id = l.cell_id AND t.function = l.function AND t.name = l.name")
+    con.execute("DROP TABLE _labels")
+
+
 def assign_kernel_keys(con: duckdb.DuckDBPyConnection) -> None:
     """Key every row by the piece of code it ran (column `kernel`, what the views join on; table kernel_keys).
 
@@ -272,6 +308,7 @@ def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnec
     _load_timeline(con, campaign, "kernel_times", TIMES_FILE, TIMES_FIELDS)
     _load_timeline(con, campaign, "kernel_samples", SAMPLES_FILE, SAMPLES_FIELDS)
     con.execute("DROP TABLE IF EXISTS _raw")
+    label_kernels(con)
     match_functions(con)
     assign_kernel_keys(con)
     floor = ceilings.launch_floor(campaign.hardware)

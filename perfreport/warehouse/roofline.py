@@ -43,12 +43,12 @@ class RoofPoint:
 
     cell_id: str
     kernel_id: str
-    function: str  # with " #n" when the kernel's launches were split by the work they did
+    label: str  # the kernel row's label (kernels/labels.py)
     family: str
     source: str  # section set of the capture ("full", "basic", ...) or the file id
     measured: bool  # True: x = measured AI; False: hollow marker in the "AI unmeasured" band
     ai: float | None
-    tflops: float
+    achieved_tflops: float | None  # measured only; a hollow marker stands at its SM busy % (sm_pct), not at a TFLOP/s
     ceiling_key: str  # the compute ceiling the kernel is judged against (hollow: the one y is scaled by)
     ceiling_value: float
     pct_of_roof: float | None  # measured only: achieved / min(ceiling, AI x HBM roof)
@@ -164,11 +164,13 @@ def build_roofline(
         measured = bool(k.get("ai_measured")) and _positive(k.get("arithmetic_intensity"))
         dtype = k.get("tensor_dtype") if measured else None
         ref = _compute_ref(ceilings, hardware, k["family"], dtype, notes)
-        name = k["function"] + (f" #{k['instance']}" if k.get("instance") else "")
+        name = str(k.get("label") or k["function"])
         label = f"{k['cell_id']} / {k['id']} {name}"
         if ref is None:
             notes.append(f"{label}: no compute ceiling for {hardware}; not drawn.")
             continue
+        ai: float | None
+        y: float | None
         if measured:
             if not _positive(k.get("achieved_tflops")):
                 notes.append(f"{label}: measured AI but 0 TFLOP/s; a log axis cannot show it.")
@@ -182,11 +184,11 @@ def build_roofline(
             if not _positive(k.get("sm_throughput_pct")):
                 notes.append(f"{label}: neither AI nor SM throughput captured; not drawn.")
                 continue
-            ai, y, pct_of_roof = None, float(k["sm_throughput_pct"]) / 100.0 * ref.value, None
+            ai, y, pct_of_roof = None, None, None
         refs.setdefault(ref.key, Roof(ref.key, ref.value, "compute"))
         points.append(RoofPoint(
-            cell_id=k["cell_id"], kernel_id=k["id"], function=name, family=k["family"],
-            source=str(k.get("source_set") or k.get("source") or ""), measured=measured, ai=ai, tflops=y,
+            cell_id=k["cell_id"], kernel_id=k["id"], label=name, family=k["family"],
+            source=str(k.get("source_set") or k.get("source") or ""), measured=measured, ai=ai, achieved_tflops=y,
             ceiling_key=ref.key, ceiling_value=ref.value, pct_of_roof=pct_of_roof,
             sm_pct=k.get("sm_throughput_pct"), sol_pct=k.get("sol_pct"), sol_key=k.get("sol_ceiling_key"),
             bound=k.get("bound"), duration_ns=k.get("duration_ns"), launches=int(k.get("launches") or 1),

@@ -60,15 +60,23 @@ class ChipMap:
     cc: tuple[str, ...]
     chip_ids: tuple[int, ...]
     device_names: tuple[re.Pattern[str], ...]  # empty: any device of these CCs
-    paths: Mapping[str, TensorPath]
+    paths: Mapping[str, TensorPath]  # empty exactly where tensor_cores is False
     excluded: tuple[Excluded, ...]
     inferred_disjoint: tuple[tuple[str, str], ...]
+    # False: no tensor cores and no tensor-path counter (TU116, TU117); `paths` is then empty, and an empty map
+    # means exactly this, never "no map"
+    tensor_cores: bool
 
     def accepts_name(self, device_name: str | None) -> bool:
-        """Whether a device of this map's CC with this display name is this chip."""
+        """Whether a device of this map's CC with this display name is this chip.
+
+        Matched as sol-ceilings.yaml matches its device_names: stripped, runs of whitespace made one, any case
+        (drivers print `GTX 1660 SUPER`, `NVIDIA GeForce ...` or the name without the `NVIDIA ` prefix).
+        """
         if not self.device_names:
             return True
-        return device_name is not None and any(p.fullmatch(device_name.strip()) for p in self.device_names)
+        name = " ".join((device_name or "").split())
+        return bool(name) and any(p.fullmatch(name) for p in self.device_names)
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,7 @@ def _chip(key: str, node: Any, at: str, problems: list[str]) -> ChipMap | None:
     if not isinstance(node, dict):
         problems.append(f"{at}: expected a mapping, got {show(node)}")
         return None
-    fields = {"name", "gpus", "catalogs", "detect", "tensor_paths", "excluded", "inferred_disjoint"}
+    fields = {"name", "gpus", "catalogs", "detect", "tensor_cores", "tensor_paths", "excluded", "inferred_disjoint"}
     _keys(node, f"{at}.", fields, {"name", "gpus", "catalogs", "detect", "tensor_paths"}, problems)
     catalogs = _strings(node.get("catalogs"), f"{at}.catalogs", _NAME, problems)
     if catalogs and catalogs[0] != key:
@@ -233,14 +241,23 @@ def _chip(key: str, node: Any, at: str, problems: list[str]) -> ChipMap | None:
                 "chips", f"metrics_{c}.csv.gz").is_file():
             problems.append(f"{at}.catalogs: no file chips/metrics_{c}.csv.gz for {c!r}")
     cc, ids, names = _detect(node.get("detect"), f"{at}.detect", problems)
-    paths = _paths(node.get("tensor_paths"), f"{at}.tensor_paths", problems)
+    cores = node.get("tensor_cores", True)
+    if not isinstance(cores, bool):
+        problems.append(f"{at}.tensor_cores: expected true or false, got {show(cores)}")
+        cores = True
+    paths = _paths(node.get("tensor_paths"), f"{at}.tensor_paths", cores, problems)
+    if not cores:
+        for field in ("excluded", "inferred_disjoint"):
+            if node.get(field):
+                problems.append(f"{at}.{field}: expected none on a chip with tensor_cores: false, got "
+                                f"{show(node[field])}")
     excluded = _excluded(node.get("excluded", {}), f"{at}.excluded", paths, problems)
     pairs = _pairs(node.get("inferred_disjoint", []), f"{at}.inferred_disjoint", paths, problems)
     name = node.get("name")
     if not isinstance(name, str) or not name:
         problems.append(f"{at}.name: expected a non-empty string, got {show(name)}")
     gpus = _strings(node.get("gpus"), f"{at}.gpus", None, problems)
-    return ChipMap(key, str(name), gpus, catalogs, cc, ids, names, paths, excluded, pairs)
+    return ChipMap(key, str(name), gpus, catalogs, cc, ids, names, paths, excluded, pairs, cores)
 
 
 def _detect(node: Any, at: str, problems: list[str]) -> tuple[tuple[str, ...], tuple[int, ...],
@@ -257,15 +274,21 @@ def _detect(node: Any, at: str, problems: list[str]) -> tuple[tuple[str, ...], t
     patterns = []
     for text in _strings(node.get("device_names", []), f"{at}.device_names", None, problems, nonempty=False):
         try:
-            patterns.append(re.compile(text))
+            patterns.append(re.compile(text, re.IGNORECASE))
         except re.error as exc:
             problems.append(f"{at}.device_names: expected a regular expression, got {show(text)} ({exc})")
     return cc, tuple(ids), tuple(patterns)
 
 
-def _paths(node: Any, at: str, problems: list[str]) -> dict[str, TensorPath]:
+def _paths(node: Any, at: str, cores: bool, problems: list[str]) -> dict[str, TensorPath]:
+    # `{}` only with tensor_cores: false, so that a map emptied by mistake is not read as "no tensor cores"
+    if not cores:
+        if node != {}:
+            problems.append(f"{at}: expected {{}} on a chip with tensor_cores: false, got {show(node)}")
+        return {}
     if not isinstance(node, dict) or not node:
-        problems.append(f"{at}: expected a non-empty mapping of path key -> flops, peak, got {show(node)}")
+        problems.append(f"{at}: expected a non-empty mapping of path key -> flops, peak (or tensor_cores: false "
+                        f"and {{}}), got {show(node)}")
         return {}
     out: dict[str, TensorPath] = {}
     for key, spec in node.items():

@@ -20,6 +20,20 @@ class FlopTerm:
     metric: str
     weight: float
 
+    @property
+    def counts(self) -> tuple[str, ...]:
+        """Plain instruction counts that stand for the rate x cycles where an export holds them instead: the smsp__
+        `.sum` and its sm__ twin (the NERSC roofline recipe's names), both summed over the whole GPU."""
+        plain = self.metric.removesuffix(".per_cycle_elapsed")
+        return (plain, "sm__" + plain.removeprefix("smsp__")) if plain != self.metric else ()
+
+    @property
+    def derived(self) -> str | None:
+        """ncu's weighted twin of the rate (`derived__<counter>_x<weight>` = rate x weight), which full sets of newer
+        ncu versions keep for the half-precision counters where the plain rate may be absent."""
+        base = self.metric.removesuffix(".sum.per_cycle_elapsed")
+        return f"derived__{base}_x{self.weight:g}" if base != self.metric and self.weight > 1 else None
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -31,8 +45,10 @@ class Catalog:
     tensor_peak_per_cycle: tuple[str, ...]  # and their dense per-cycle peaks
     cuda_core_flops: dict[str, tuple[FlopTerm, ...]]
     cuda_core_peak_per_cycle: dict[str, str]
+    cuda_core_peak_flops_per_inst: dict[str, float]
     warp_stalls: dict[str, str]  # reason -> metric
     text: dict[str, str]
+    implausible: dict[str, float]  # limits no GPU's value can pass (min_duration_ns, max_tflops, max_pct_of_ceiling)
     rep_units: dict[str, str]  # ncu_report's unit of each numeric metric above (for the byte reader)
 
     def resolve(self, refs: tuple[str, ...]) -> list[str]:
@@ -61,7 +77,7 @@ class Catalog:
             names.update(group.values())
         names.update(self.tensor_flops, self.tensor_peak_per_cycle)
         for terms in self.cuda_core_flops.values():
-            names.update(t.metric for t in terms)
+            names.update(m for t in terms for m in (t.metric, *t.counts, *([t.derived] if t.derived else [])))
         return sorted(names)
 
 
@@ -89,7 +105,9 @@ def load_catalog() -> Catalog:
             for k, v in raw["cuda_core_flops"].items()
         },
         cuda_core_peak_per_cycle=dict(raw["cuda_core_peak_per_cycle"]),
+        cuda_core_peak_flops_per_inst={str(k): float(v) for k, v in raw["cuda_core_peak_flops_per_inst"].items()},
         warp_stalls=stalls,
         text=dict(raw["text"]),
+        implausible={str(k): float(v) for k, v in raw["implausible"].items()},
         rep_units={str(k): str(v) for k, v in raw["rep_units"].items()},
     )

@@ -27,9 +27,10 @@ from perfreport.ncu.rep.proto import (
     skip_field,
 )
 
-# The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization); ncu_report's MsgType
-# numbers them 1 OK, 2 OPTIMIZATION, 3 WARNING. Only the bits seen in real reports are mapped.
-MSG_TYPES = {0: "0", 1: "1", 2: "3", 4: "2"}
+# The file stores a rule message's type as a bit (1 ok, 2 warning, 4 optimization) or 3 (error: a rule whose
+# metrics were not collected, wild/sglang-h800); ncu_report's MsgType numbers them 1 OK, 2 OPTIMIZATION,
+# 3 WARNING, 4 ERROR. Only the values seen in real reports are mapped.
+MSG_TYPES = {0: "0", 1: "1", 2: "3", 3: "4", 4: "2"}
 # An estimated speedup's type as stored and as ncu_report and the details page name it.
 SPEEDUP_TYPES = {1: "local", 2: "global"}
 

@@ -3,8 +3,9 @@
 -- over a --set basic capture of the same cell, and a kernel only the basic capture saw still has its rows.
 -- `kernel` is the join key (warehouse/db.py assign_kernel_keys: the function, or its instantiation where several
 -- ran). A kernel key with several rows (launch configurations, or launches that did different work: a persistent
--- GEMM's o-proj and w2) keeps them apart, labelled `kernel #1`, `#2` by first launch; `part` numbers them
--- (NULL when the key has one row) and `parts` counts them.
+-- GEMM's o-proj and w2) keeps them apart; `part` numbers them by first launch (NULL when the key has one row) and
+-- `parts` counts them. `label` is the row's own (ncu_kernels.json, perfreport/kernels/labels.py): the name it has
+-- on every page, in the import table and in value_view.
 CREATE OR REPLACE VIEW kernel_ncu AS
 WITH ranked AS (
     SELECT *, ncu_set_rank(section_set) AS set_rank, launches * duration_ns AS ncu_ns
@@ -29,7 +30,7 @@ SELECT
     c.kernel,
     CASE WHEN c.parts > 1 THEN c.part_no END AS part,
     c.parts,
-    c.kernel || CASE WHEN c.parts > 1 THEN ' #' || c.part_no ELSE '' END AS label,
+    c.label,
     c.function,
     c.name,
     c.kernel_id,
@@ -53,6 +54,10 @@ SELECT
     c.sol_ceiling_key,
     c.pct_of_achievable,
     c.achievable_key,
+    c.ceiling_exceeded,
+    -- ran above its measured roof: pct_of_achievable is null and that ceiling is to be re-measured
+    coalesce(c.pct_of_achievable IS NULL AND list_contains(json_keys(c.ceiling_exceeded), c.achievable_key), false)
+        AS above_achievable,
     c.compute_pct_of_peak,
     c.dram_pct_of_peak,
     c.sm_throughput_pct,

@@ -20,7 +20,9 @@
 -- x its launches (table launch_floor; without one the whole time, an upper bound), any other down to its roof:
 -- 1 - clamp(pct / 100, 0, 1) with the measured (achievable) roof where one is measured for this hardware
 -- (pct_of_achievable: a kernel at it gives back nothing), else the datasheet one (sol_pct); amdahl_ceiling_key
--- names it. NULL when the time share or both percentages are unknown. frontier.candidates ranks by this column.
+-- names it. A kernel that ran above its measured roof (ceiling_exceeded holds achievable_key: that ceiling is to be
+-- re-measured) is at it: it gives back nothing, rather than being scored on the datasheet roof it cannot reach.
+-- NULL when the time share or both percentages are unknown. frontier.candidates ranks by this column.
 CREATE OR REPLACE VIEW kernel_join AS
 WITH
 time_pick AS (
@@ -34,7 +36,7 @@ time_pick AS (
     ) = 1
 ),
 time_rows AS (  -- the chosen source's rows: one per kernel name, or per name, op and shapes (time_row 1.. by time)
-    SELECT t.cell_id, t.kernel, t.function, t.name, t.op, t.shapes, t.instances, t.total_ns, t.share_pct,
+    SELECT t.cell_id, t.kernel, t.function, t.label, t.name, t.op, t.shapes, t.instances, t.total_ns, t.share_pct,
            t.source, p.tool,
            CASE WHEN len(t.useful_flops) = 1 THEN t.useful_flops[1] END AS useful_per_launch,
            row_number() OVER (PARTITION BY t.cell_id, t.kernel
@@ -44,7 +46,7 @@ time_rows AS (  -- the chosen source's rows: one per kernel name, or per name, o
     JOIN time_pick p ON p.cell_id = t.cell_id AND p.source = t.source
 ),
 times AS (
-    SELECT cell_id, kernel, any_value(function) AS function,
+    SELECT cell_id, kernel, any_value(function) AS function, min(label) AS label,
            any_value(tool) AS time_source,
            any_value(source) AS time_source_id,
            arg_max(name, (coalesce(total_ns, 0), name)) AS name,
@@ -66,7 +68,7 @@ sample_pick AS (
     SELECT cell_id, min(source) AS source FROM kernel_samples GROUP BY cell_id
 ),
 samples AS (
-    SELECT s.cell_id, s.kernel, any_value(s.function) AS function,
+    SELECT s.cell_id, s.kernel, any_value(s.function) AS function, min(s.label) AS label,
            any_value(s.source) AS sample_source,
            arg_max(s.name, (coalesce(s.samples, 0), s.name)) AS name,
            sum(s.samples)::BIGINT AS samples,
@@ -109,7 +111,7 @@ joined AS (
         k.cell_id,
         k.kernel,
         n.part,
-        coalesce(n.label, k.kernel) AS label,
+        coalesce(n.label, t.label, s.label, k.kernel) AS label,
         coalesce(n.function, t.function, s.function) AS function,
         coalesce(n.name, t.name, s.name) AS name,
         concat_ws(',', CASE WHEN n.cell_id IS NOT NULL THEN 'ncu' END,
@@ -127,7 +129,7 @@ joined AS (
             AS share_split,
         n.ncu_source, n.section_set, n.kernel_id, n.launches AS ncu_launches,
         n.duration_ns AS ncu_duration_ns, n.family, n.bound, n.sol_pct, n.sol_ceiling_key,
-        n.pct_of_achievable, n.achievable_key,
+        n.pct_of_achievable, n.achievable_key, n.ceiling_exceeded, n.above_achievable,
         -- useful FLOPs per launch (a trace recorded with shapes): the matched op/shape row's, else the value nearest
         -- the row's executed FLOPs, so a key whose launches did different work (parts) meets its own shape;
         -- executed / useful = padding factor
@@ -136,7 +138,7 @@ joined AS (
              THEN list_sort(list_transform(u.useful_flops,
                                            lambda x: struct_pack(d := abs(ln(x / n.flops_total)), v := x)))[1].v
         END AS useful_flops,
-        CASE WHEN n.pct_of_achievable IS NOT NULL THEN n.achievable_key
+        CASE WHEN n.pct_of_achievable IS NOT NULL OR n.above_achievable THEN n.achievable_key
              WHEN n.sol_pct IS NOT NULL THEN n.sol_ceiling_key END AS amdahl_ceiling_key,
         n.arithmetic_intensity, n.ai_measured, n.dram_throughput_pct, n.sm_throughput_pct, n.flops_total AS ncu_flops,
         n.achieved_occupancy_pct,
@@ -145,6 +147,7 @@ joined AS (
              THEN greatest(1 - coalesce(o.instances, t.instances) * f.floor_us / 1000
                                / coalesce(o.total_ms, t.total_ms), 0)
              WHEN n.bound = 'latency' AND t.total_ms > 0 THEN 1
+             WHEN n.above_achievable THEN 0
              WHEN coalesce(n.pct_of_achievable, n.sol_pct) IS NOT NULL
              THEN 1 - least(greatest(coalesce(n.pct_of_achievable, n.sol_pct) / 100, 0), 1) END AS saving_fraction,
         CASE WHEN n.bound = 'latency' AND t.total_ms > 0 AND f.floor_us IS NOT NULL
@@ -152,6 +155,7 @@ joined AS (
                   || ' launches)'
              WHEN n.bound = 'latency' AND t.total_ms > 0
              THEN 'launch floor, not measured on this hardware: the whole time, an upper bound'
+             WHEN n.above_achievable THEN 'above the achievable roof'
              WHEN n.pct_of_achievable IS NOT NULL THEN 'achievable roof'
              WHEN n.sol_pct IS NOT NULL THEN 'datasheet roof' END AS amdahl_basis
     FROM keys k
