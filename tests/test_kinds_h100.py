@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli, write_config
 
 from perfreport.config.ceilings import load_ceilings
 from perfreport.ncu.aggregate import summarize_capture
@@ -196,6 +197,12 @@ def test_implausible_values_are_listed_and_warned(tmp_path: Path) -> None:
     assert len(said) == 1 and "--strict refuses it" in said[0] and "launch 19" in said[0]
     others = [e for e in entries if e["launch_ids"][0] != OPS.index("tiny_add_1")]
     assert all(e["implausible"] is None for e in others)
+    # import_ncu --strict refuses it, naming the value; nothing is written
+    camp = write_config(tmp_path / "camp", hardware="h100_sm90")
+    out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", "c1", "--bundle", str(path), "--strict",
+                  ok=False).output
+    assert "--strict: import refused" in out and "duration 0.001 ns is under 100 ns" in out
+    assert not (camp / "cells" / "c1" / "ncu_kernels.json").exists()
 
 
 def test_the_fixture_is_what_its_readme_says() -> None:
