@@ -539,3 +539,16 @@ def test_ncus_text_output_named_csv_is_refused_clearly(tmp_path: Path) -> None:
     assert "polyfhe_ncu_opt_text.csv" in run.output and "no ncu CSV header found" in run.output
     assert "--csv" in run.output  # how to produce a CSV ncu can be read from
     assert not (camp / "cells" / "c1" / "ncu_kernels.json").exists()
+
+
+def test_the_roofline_says_a_lower_bound_ai_is_one(tmp_path: Path) -> None:
+    """sglang-h800 (ncu 2023.3): no tensor-path, no fp16 counter; its RNG kernels' AI are drawn with a note."""
+    from perfreport.ncu.importer import import_ncu
+    from perfreport.warehouse.gather import gather
+
+    camp = write_config(tmp_path / "camp", hardware="h800_sm90")
+    import_ncu(camp, "c1", WILD / "sglang-h800" / "sglang_profile.ncu-rep.gz")
+    model = gather(camp).roofline
+    lower = [n for n in model.notes if "are lower bounds (tensor, fp16 not counted" in n]
+    assert len(lower) == 3 and all("distribution_elementwise_grid_stride_kernel" in n for n in lower)
+    assert sum(p.measured for p in model.points) == 3

@@ -137,7 +137,7 @@ KERNEL_ROW: tuple[Field, ...] = (
     Field("ai_measured", "boolean", False, None, "both FLOP and DRAM-byte counters were captured", required=True),
     Field("flops_uncounted", "array", True, None, "FLOP parts (tensor, fp64, fp32, fp16) the export keeps no counter "
           "for: arithmetic_intensity and achieved_tflops then sum the counted parts, a lower bound (flops.total stays "
-          "null); a lower bound left of the ridge picks no roof (%SoL null)", agg="first", warehouse=False,
+          "null); a lower bound left of the ridge picks no roof (%SoL null)", agg="first",
           schema={"items": {"type": "string", "enum": ["tensor", "fp64", "fp32", "fp16"]}},
           formula="the flops parts that are null where no sm__ops_path_tensor_* counter is kept at all",
           reads=("tensor_flops", "cuda_core_flops")),

@@ -176,6 +176,9 @@ def build_roofline(
                 notes.append(f"{label}: measured AI but 0 TFLOP/s; a log axis cannot show it.")
                 continue
             ai, y = float(k["arithmetic_intensity"]), float(k["achieved_tflops"])
+            if k.get("flops_uncounted"):  # the counted parts only: the kernel sits at or above and right of it
+                notes.append(f"{label}: AI {ai:.3g} and {y:.3g} TFLOP/s are lower bounds "
+                             f"({', '.join(k['flops_uncounted'])} not counted by this export); drawn at them.")
             attainable = min(ref.value, ai * hbm) if hbm is not None else ref.value
             pct_of_roof: float | None = 100.0 * y / attainable
         else:
