@@ -307,9 +307,13 @@ def test_campaign_init_round_trips(tmp_path: Path) -> None:
 
 
 def test_campaign_init_quotes_values_yaml_would_reinterpret(tmp_path: Path) -> None:
-    campaign_init(tmp_path / "x", campaign_id="2024", hardware="yes")
+    campaign_init(tmp_path / "x", campaign_id="2024", hardware="h100_sm90")
     c = load_campaign(tmp_path / "x")
-    assert (c.id, c.hardware) == ("2024", "yes")
+    assert (c.id, c.hardware) == ("2024", "h100_sm90")
+    # a hardware value YAML would read as a boolean is no ceiling token: refused before anything is written
+    with pytest.raises(PerfReportError, match="hardware: 'yes' is not a ceiling token; known: a100_pcie_40gb_sm80"):
+        campaign_init(tmp_path / "y", hardware="yes")
+    assert not (tmp_path / "y").exists()
 
 
 def test_campaign_init_refuses_overwrite(tmp_path: Path) -> None:
