@@ -430,23 +430,16 @@ class Ceilings:
         matches display_name (ncu's device__attribute_display_name, e.g. 'NVIDIA A100-PCIE-40GB'; stripped, runs of
         whitespace made one, case-insensitive). cc None or blank: the name alone decides. None when no token
         matches, or when two do (the loader refuses overlapping patterns among the blocks' examples)."""
-        name = _display_key(display_name or "")
-        if not name:
+        if not _display_key(display_name or ""):
             return None
-        want = (cc or "").strip() or None
-        found = [hw for hw, hw_cc, patterns in self._devices
-                 if (want is None or hw_cc == want) and any(p.fullmatch(name) for p in patterns)]
+        found = [hw for hw, hw_cc, patterns in self._devices if _fits(hw_cc, patterns, display_name or "", cc)]
         return found[0] if len(found) == 1 else None
 
     def matches_device(self, hardware: str, display_name: str, cc: str | None) -> bool | None:
         """Whether a capture's GPU (display name, compute capability) is the hardware token's board, by the token's
         `cc` and `device_names` as hardware_for_device reads them; None when the token declares neither."""
-        name = _display_key(display_name)
-        for hw, hw_cc, patterns in self._devices:
-            if hw == hardware:
-                want = (cc or "").strip()
-                return (not want or want == hw_cc) and any(p.fullmatch(name) for p in patterns)
-        return None
+        return next((_fits(hw_cc, patterns, display_name, cc) for hw, hw_cc, patterns in self._devices
+                     if hw == hardware), None)
 
     def families(self) -> list[str]:
         """Return family names in match order, then the fallback 'other'."""
@@ -579,6 +572,14 @@ def packaged_ceilings_path() -> str:
 
 def _read_packaged() -> str:
     return resources.files("perfreport.config").joinpath(*_PACKAGED).read_text("utf-8")
+
+
+def _fits(hw_cc: str, patterns: list[re.Pattern[str]], display_name: str, cc: str | None) -> bool:
+    """A capture's GPU is a token's board: its CC (blank: not checked) and one device_names pattern fully matching
+    the display name (stripped, whitespace runs made one, case-insensitive)."""
+    want = (cc or "").strip()
+    name = _display_key(display_name)
+    return (not want or want == hw_cc) and any(p.fullmatch(name) for p in patterns)
 
 
 def load_ceilings(override: Path | None = None, *, strict: bool = False) -> Ceilings:

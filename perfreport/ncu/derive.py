@@ -311,14 +311,14 @@ def derive_launch(launch: KernelLaunch, ctx: DeriveContext, family: str | None =
     fl, by_dtype, missing = flops(get, cat, paths, sec)
     stall_cycles = _stall_cycles(get, cat)
     dram, dram_method = dram_bytes(get, cat, sec)
-    # a tensor counter kept but not mapped for this chip is not "uncounted": its FLOPs exist and are unknown
-    kept = any(m.startswith("sm__ops_path_tensor_") for m in launch.metrics)
-    uncounted = [] if fl is None or missing or (kept and fl["tensor"] is None) else [
-        p for p in FLOP_PARTS if fl[p] is None]
     # a part the export keeps no counter for (old sets: no tensor path, no op_h*): the counted parts' sum is a
-    # lower bound, flagged; a path counter dropped from a set that keeps the others leaves the total unknown
-    total = None if fl is None else fl["total"] if not uncounted or len(uncounted) == len(FLOP_PARTS) else sum(
-        fl[p] or 0.0 for p in FLOP_PARTS)
+    # lower bound, flagged; a path counter dropped from a set that keeps the others, or one kept but not mapped
+    # for this chip, leaves the total unknown (those FLOPs exist)
+    uncounted = [] if fl is None or missing or (fl["tensor"] is None and any(
+        m.startswith("sm__ops_path_tensor_") for m in launch.metrics)) else [p for p in FLOP_PARTS if fl[p] is None]
+    total = None if fl is None else fl["total"]
+    if uncounted and fl is not None:
+        total = sum(v for p in FLOP_PARTS if (v := fl[p]) is not None)
     ai = total / dram if total is not None and dram else None
     l2 = _rate_bytes(get, s["l2_bytes_per_second"], sec)
     l1 = _rate_bytes(get, s["l1_bytes_per_second"], sec)
