@@ -184,7 +184,7 @@ def _warn_unmapped(capture: Capture, entries: list[dict[str, Any]]) -> None:
 
 def _warn_no_tensor_counters(capture: Capture, entries: list[dict[str, Any]]) -> None:
     """One warning per export of a chip with tensor cores whose FLOP counters lack every tensor-path one (ncu's
-    roofline sections of 2021-2023, the NERSC recipe): its kernels' tensor FLOPs, totals and AI are null, not 0."""
+    roofline sections of 2021-2024, the NERSC recipe): tensor FLOPs null, not 0; AI and TFLOP/s lower bounds."""
     hit = [e for e in entries if e["chip"] and "tensor" in (e["flops_uncounted"] or [])]
     if hit:
         chip = hit[0]["chip"]
