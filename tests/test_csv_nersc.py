@@ -16,13 +16,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import run_cli
+from conftest import run_cli, write_config
 
 from perfreport.errors import InputError
 from perfreport.kernels.cells import load_schema
 from perfreport.ncu.csv import merge
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import read_export
+from perfreport.warehouse.campaign_import import import_campaign
 
 NERSC = Path(__file__).parent / "data" / "h100_kinds" / "nersc"
 CYCLES, HZ = "sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"
@@ -236,3 +237,18 @@ def test_the_all_metrics_run_split_per_metric_imports_as_the_whole(campaign: Pat
 
     assert rows_of(split_id) == rows_of("nersc_all.csv") and len(rows_of(split_id)) >= 10
     assert any(r["flops"] and r["flops"]["fp32"] for r in rows_of(split_id))
+
+
+def test_a_cells_listed_per_metric_files_import_as_one_source(tmp_path: Path) -> None:
+    """`captures:` listing a run's per-metric files: `demo` / import_campaign imports a cell's captures together,
+    so they merge by launch ID as on the command line (one file at a time was refused as a lone part)."""
+    camp = tmp_path / "camp"
+    (camp / "captures").mkdir(parents=True)
+    for p in FILES:
+        shutil.copy(p, camp / "captures" / p.name)
+    write_config(camp, hardware="h100_sm90", cells=[
+        {"id": "c1", "description": "NERSC per-metric run", "captures": [f"captures/{p.name}" for p in FILES]}])
+    (result,) = import_campaign(camp)
+    (source,) = _cell(camp)["sources"]
+    assert source["id"] == " + ".join(f"captures/{p.name}" for p in FILES) and source["launches"] == 6
+    assert len(result.kernels) == 6

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from perfreport.config import capture_ceilings
 from perfreport.config.context import (
     CAN_BE_INAPPLICABLE,
     CONTEXT_FIELDS,
@@ -32,6 +33,9 @@ from perfreport.errors import ConfigError, IdError, InputError
 from perfreport.files import write_text_atomic
 from perfreport.ids import ID_PATTERN, check_id, is_valid_id
 from perfreport.yamlio import error_place
+
+if TYPE_CHECKING:
+    from perfreport.config.ceilings import Ceilings
 
 SCHEMA_VERSION = 1
 CONFIG_NAME = "config.yaml"
@@ -89,6 +93,10 @@ class Campaign:
     krhpa: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    # `hardware: from-capture`: `hardware` is then the token of capture-ceilings.json once an import wrote it
+    # (FROM_CAPTURE before), and `capture_ceilings` that file's content (config/capture_ceilings.py)
+    from_capture: bool = False
+    capture_ceilings: dict[str, Any] | None = None
 
     def cell(self, cell_id: str) -> Cell:
         """Return the cell with this id, or raise listing the known ids."""
@@ -257,9 +265,16 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
         w.bad("hardware", f"a ceiling token ({expected}) such as 'h200_sm90'", raw["hardware"])
     if w.required(raw, "sol_rigor", "L2") and (expected := one_of(*SOL_RIGOR_LEVELS)(raw["sol_rigor"])):
         w.bad("sol_rigor", expected, raw["sol_rigor"])
+    from_capture = raw.get("hardware") == capture_ceilings.FROM_CAPTURE
+    if from_capture and raw.get("sol_rigor") in SOL_RIGOR_LEVELS and raw["sol_rigor"] not in \
+            capture_ceilings.RIGOR_LEVELS:
+        w.problems.append(f"sol_rigor: {raw['sol_rigor']} with hardware: {capture_ceilings.FROM_CAPTURE}; expected "
+                          f"{' or '.join(capture_ceilings.RIGOR_LEVELS)}: ncu's own device peaks at the clocks it "
+                          f"saw stand below datasheet and measured ceilings. Name the GPU's token in `hardware:` "
+                          f"for a higher rigor")
     override = _ceilings_override(w, raw.get("ceilings_override"), campaign_dir)
-    if not w.problems and isinstance(raw.get("hardware"), str) and (unknown := unknown_hardware(raw["hardware"],
-                                                                                                override)):
+    if not w.problems and not from_capture and isinstance(raw.get("hardware"), str) and (
+            unknown := unknown_hardware(raw["hardware"], override)):
         w.problems.append(unknown)
     # krhpa: only its shape is checked here, so import and render work on a half-filled rubric; its fields are
     # the publish gate's (lake.gate.krhpa_problems: --strict refuses, otherwise recorded) and page 7's.
@@ -270,11 +285,26 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
     cells = w.cells(raw.get("cells"))
     if w.problems:
         raise ConfigError(str(config_path), w.problems)
+    found = capture_ceilings.read(campaign_dir) if from_capture else None
     return Campaign(
-        id=raw["campaign"], hardware=raw["hardware"], sol_rigor=raw["sol_rigor"], dir=campaign_dir,
-        config_path=config_path, cells=cells, context=context, ceilings_override=override,
-        krhpa=dict(krhpa) if krhpa is not None else None, warnings=w.warnings,
+        id=raw["campaign"], hardware=found["token"] if found else raw["hardware"], sol_rigor=raw["sol_rigor"],
+        dir=campaign_dir, config_path=config_path, cells=cells, context=context, ceilings_override=override,
+        krhpa=dict(krhpa) if krhpa is not None else None, warnings=w.warnings, from_capture=from_capture,
+        capture_ceilings=found,
     )
+
+
+def campaign_ceilings(campaign: Campaign) -> Ceilings:
+    """The ceilings a campaign's kernels are scored against: the packaged file, its override, and for
+    `hardware: from-capture` the block of ncu's device peaks its imports wrote (capture-ceilings.json)."""
+    from perfreport.config.ceilings import load_ceilings
+
+    ceilings = load_ceilings(campaign.ceilings_override)
+    doc = campaign.capture_ceilings
+    if doc is None:
+        return ceilings
+    return ceilings.with_hardware(doc["token"], capture_ceilings.hardware_block(doc),
+                                  str(capture_ceilings.path_of(campaign.dir)))
 
 
 def unknown_hardware(hardware: str, override: Path | None) -> str | None:
@@ -292,7 +322,8 @@ def unknown_hardware(hardware: str, override: Path | None) -> str | None:
     near = difflib.get_close_matches(hardware, ceilings.hardware_keys(), n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     return (f"hardware: {hardware!r} is not a ceiling token{hint}; known: {', '.join(ceilings.hardware_keys())}. "
-            f"Use one of these, or add the board via `ceilings_override:`")
+            f"Use one of these, `{capture_ceilings.FROM_CAPTURE}` (ncu's own device peaks of the captures), or add "
+            f"the board via `ceilings_override:`")
 
 
 def _ceilings_override(w: _Walk, value: Any, campaign_dir: Path) -> Path | None:
@@ -379,7 +410,7 @@ def campaign_init(directory: Path, campaign_id: str | None = None, hardware: str
     if nonempty_text(hardware) or "\n" in hardware:
         raise InputError(f"campaign init: hardware must be a ceiling token such as 'h200_sm90', got "
                          f"{_show(hardware)}.")
-    if unknown := unknown_hardware(hardware, None):
+    if hardware != capture_ceilings.FROM_CAPTURE and (unknown := unknown_hardware(hardware, None)):
         raise InputError(f"campaign init: {unknown}")
     config_path = directory / CONFIG_NAME
     if directory.exists() and not directory.is_dir():

@@ -393,6 +393,7 @@ class Ceilings:
     """The validated (and possibly overridden) ceilings: look up values, classify kernels, pick a ceiling."""
 
     def __init__(self, doc: dict[str, Any], sources: list[str], warnings: list[str]) -> None:
+        self._doc = doc
         self._hardware: dict[str, dict[str, Any]] = doc["hardware"]
         self._category: dict[str, str] = dict(doc["category_ceiling_map"])
         self._dtype: dict[str, str] = dict(doc["dtype_ceiling_map"])
@@ -407,6 +408,20 @@ class Ceilings:
         ]
         self.sources = tuple(sources)
         self.warnings = tuple(warnings)
+
+    def with_hardware(self, token: str, block: dict[str, Any], source: str) -> Ceilings:
+        """These ceilings plus one hardware block built here, not read from YAML (hardware: from-capture,
+        config/capture_ceilings.py); `source` is the file it came from, listed with the others."""
+        doc = {**self._doc, "hardware": {**self._hardware, token: block}}
+        return Ceilings(doc, [*self.sources, source], list(self.warnings))
+
+    def dtype_ceiling(self, dtype: str) -> str | None:
+        """The ceiling name a tensor dtype is judged against (dtype_ceiling_map), or None when it maps to none."""
+        return self._dtype.get(dtype)
+
+    def family_ceiling(self, family: str) -> str | None:
+        """The ceiling name a kernel family is judged against by default (category_ceiling_map)."""
+        return self._category.get(family)
 
     def hardware_keys(self) -> list[str]:
         """Return the hardware tokens, sorted."""

@@ -227,6 +227,45 @@ def _ncu_peaks(get: Getter, cat: Catalog, dtype: str | None, paths: Paths | None
     return out
 
 
+def device_peaks(launches: list[KernelLaunch], ceilings: Ceilings, where: str) -> dict[str, tuple[float, str]]:
+    """ncu's own peaks of the GPU the launches ran on, per ceiling name (hardware: from-capture): each tensor path
+    of the chip map (its dtype's ceiling, dtype_ceiling_map), each CUDA-core precision (fp32_tflops, ...) and DRAM
+    (the memory roof's name), as per-cycle peak_sustained x the clock ncu measured; the highest over the launches
+    (a kernel at a lower clock then stays under 100%). A peak the export lacks, or 0, is left out, never a 0 roof.
+    Values are (value, source), the source naming the counters, `where` and the launches it is the highest of."""
+    cat = load_catalog()
+    s = cat.scalars
+    best: dict[str, tuple[float, str, float]] = {}
+    seen: dict[str, int] = {}
+    mem_name = ceilings.family_ceiling(MEMORY_FAMILY)
+    for launch in launches:
+        get = getter(launch)
+        sm_hz = get(s["sm_hz"])
+        chip = launch_chip(launch)
+        found: list[tuple[str, float, str, float]] = []
+        if sm_hz:
+            for key, path in sorted((tensor_paths(chip) if chip else {}).items()):
+                name = ceilings.dtype_ceiling(key)
+                if name is not None and (per_cycle := get(path.peak)):
+                    found.append((name, per_cycle * sm_hz / 1e12, f"{path.peak} x {s['sm_hz']}", sm_hz))
+            for precision, fma in sorted(cat.cuda_core_peak_per_cycle.items()):
+                weight = cat.cuda_core_peak_flops_per_inst[precision]
+                if per_cycle := get(fma):
+                    found.append((f"{precision}_tflops", weight * per_cycle * sm_hz / 1e12,
+                                  f"{weight:g} x {fma} x {s['sm_hz']}", sm_hz))
+        bpc, dram_hz = get(s["dram_bytes_peak_per_cycle"]), get(s["dram_hz"])
+        if mem_name and bpc and dram_hz:
+            found.append((mem_name, bpc * dram_hz / 1e12, f"{s['dram_bytes_peak_per_cycle']} x {s['dram_hz']}",
+                          dram_hz))
+        for name, value, formula, clock in found:
+            seen[name] = seen.get(name, 0) + 1
+            if name not in best or value > best[name][0]:
+                best[name] = (value, formula, clock)
+    return {name: (value, f"ncu device peak (hardware: from-capture): {formula}, the highest of {seen[name]} "
+                          f"launch(es) in {where} (clock {clock / 1e6:,.0f} MHz)")
+            for name, (value, formula, clock) in sorted(best.items())}
+
+
 def _pct(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else 100.0 * a / b
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_field
 from pathlib import Path
 from typing import Any
 
 from perfreport.bundle.layout import captured_at, fill_kernel_internals, find_profiles, is_bundle, one_per_capture
-from perfreport.config.campaign import load_campaign
-from perfreport.config.ceilings import load_ceilings
+from perfreport.config import capture_ceilings
+from perfreport.config.campaign import Campaign, campaign_ceilings, load_campaign
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
@@ -18,7 +20,7 @@ from perfreport.kernels.identity import check_name_length
 from perfreport.ncu.aggregate import summarize_capture
 from perfreport.ncu.csv import merge
 from perfreport.ncu.csv.merge import PerMetric, parts_record
-from perfreport.ncu.derive import DeriveContext, device_name
+from perfreport.ncu.derive import DeriveContext, device_name, device_peaks
 from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
 from perfreport.ncu.rep.reader import FileHash
@@ -99,8 +101,10 @@ def _unmeasured_warning(name: str, kernels: list[dict[str, Any]], section_set: s
                                     f"{no_bytes} without DRAM byte counters" if no_bytes else "") if p)
     return [
         f"capture '{name}': {len(missing)} of {len(kernels)} kernel(s) have no arithmetic intensity ({what}; "
-        f"section set {section_set or 'unknown'}); AI left null, not estimated. Re-capture with --set full or "
-        f"--set roofline to place them on the roofline."
+        f"section set {section_set or 'unknown'}); AI left null, not estimated. Re-capture with --set full, or "
+        f"add --section SpeedOfLight_RooflineChart (an ncu whose `--list-sets` shows a roofline set takes "
+        f"--set roofline too), "
+        f"to place them on the roofline."
     ]
 
 
@@ -162,6 +166,58 @@ class _Run:
                                 f"{hardware}: imported with %SoL, the achievable % and the verdict's roofs left "
                                 f"null (--hardware-mismatch warn)")
         return DeriveContext(ceilings=ceilings, hardware=None)
+
+    def add_file(self, capture: Capture, path: Path, bundle: Path | None, digest: FileHash | None) -> None:
+        """Derive and record one file's capture (not a per-metric part)."""
+        sid, anchored = source_id(path, self.campaign_dir, bundle)
+        self.add(capture, path.name, path, sid, anchored, bundle, digest=digest)
+
+    def from_capture(self, campaign: Campaign, held: list[tuple[Capture, Path, Path | None]],
+                     per_metric: dict[Path | None, list[_Part]]) -> dict[str, Any]:
+        """hardware: from-capture: the campaign's ceilings grown by ncu's device peaks of these captures, which
+        then derive against them (config/capture_ceilings.py). One campaign holds one GPU's captures: a capture
+        from another GPU than the one its ceilings came from is refused, as are captures with no GPU name or
+        no peaks before any ceiling is known."""
+        files = [(c, p) for c, p, _ in held] + [(part.capture, part.path) for parts in per_metric.values()
+                                                for part in parts]
+        doc = capture_ceilings.read(campaign.dir)  # again, under the lock: another import may have grown it
+        gpus = sorted({(name, k.cc or ""): p for c, p in files for k in c.launches
+                       if (name := device_name(k))}.items())
+        if doc is not None:
+            want = (doc["gpu"], doc["cc"] or "")
+            for (name, cc), at in gpus:
+                if (name, cc) != want:
+                    raise InputError(
+                        f"'{at}': captured on {name!r} (CC {cc or '?'}), not on {want[0]!r} (CC {want[1] or '?'}) "
+                        f"whose ncu peaks are this campaign's ceilings ({capture_ceilings.path_of(campaign.dir)}, "
+                        f"hardware: {capture_ceilings.FROM_CAPTURE}); a campaign holds one GPU's kernels. Import "
+                        f"it into a campaign of its own.")
+        elif not gpus:
+            named = ", ".join(f"'{p}'" for _, p in files) or "no capture"
+            raise InputError(
+                f"hardware: {capture_ceilings.FROM_CAPTURE} takes the GPU and its peaks from the captures, but "
+                f"{named} record(s) no GPU name (device__attribute_display_name). Re-export with the device "
+                f"attributes (`ncu --csv --page raw` keeps them), or name the GPU's token in `hardware:`.")
+        elif len(gpus) > 1:
+            listed = "; ".join(f"{n!r} (CC {cc or '?'}) in '{p}'" for (n, cc), p in gpus)
+            raise InputError(f"captures from {len(gpus)} GPUs: {listed}; a campaign with hardware: "
+                             f"{capture_ceilings.FROM_CAPTURE} holds one GPU's kernels. Import each GPU's captures "
+                             f"into a campaign of its own.")
+        gpu, cc = (doc["gpu"], doc["cc"] or "") if doc is not None else gpus[0][0]
+        launches = [k for c, _ in files for k in c.launches if device_name(k) == gpu]
+        where = ", ".join(f"'{p.name}'" for _, p in files)
+        grown = capture_ceilings.grow(doc, gpu, cc, device_peaks(launches, self.ctx.ceilings, where))
+        if not grown["ceilings"]:
+            raise InputError(
+                f"{where}: hold none of ncu's device peaks for {gpu!r} (dram__bytes.sum.peak_sustained, the "
+                f"*.peak_sustained FMA and tensor-path counters, with the clocks), so hardware: "
+                f"{capture_ceilings.FROM_CAPTURE} has no ceiling to score them against. Capture with --set full "
+                f"(or --section SpeedOfLight_RooflineChart), or name the GPU's token in `hardware:`.")
+        base = campaign_ceilings(replace_field(campaign, capture_ceilings=None))
+        ceilings = base.with_hardware(grown["token"], capture_ceilings.hardware_block(grown),
+                                      str(capture_ceilings.path_of(campaign.dir)))
+        self.ctx = DeriveContext(ceilings=ceilings, hardware=grown["token"])
+        return grown
 
     def add(self, capture: Capture, name: str, where: Path, sid: str, anchored: bool, bundle: Path | None,
             parts: list[tuple[str, str]] | None = None, digest: FileHash | None = None) -> None:
@@ -240,8 +296,8 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path | Sequence[Pa
     try:
         campaign = load_campaign(campaign_dir, strict=strict)
         cell = campaign.cell(cell_id)
-        ceilings = load_ceilings(campaign.ceilings_override)
-        if not ceilings.has_hardware(campaign.hardware):
+        ceilings = campaign_ceilings(campaign)
+        if not campaign.from_capture and not ceilings.has_hardware(campaign.hardware):
             raise PerfReportError(
                 f"{campaign_dir}/config.yaml: hardware {campaign.hardware!r} is not in sol-ceilings.yaml; "
                 f"expected one of {', '.join(ceilings.hardware_keys())}. Fix `hardware:` or add it via "
@@ -251,6 +307,7 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path | Sequence[Pa
                    mismatch=hardware_mismatch)
         inputs = early if early is not None else _all_inputs(given)
         per_metric: dict[Path | None, list[_Part]] = {}  # per bundle folder (None: the files given): its files
+        held: list[tuple[Capture, Path, Path | None]] = []  # from-capture: derived once the GPU's peaks are read
         for i, (path, bundle) in enumerate(inputs, 1):
             if progress is not None:
                 size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
@@ -260,29 +317,40 @@ def import_ncu(campaign_dir: Path, cell_id: str, bundle_path: Path | Sequence[Pa
             found = merge.per_metric(path, capture)
             if found is not None:
                 per_metric.setdefault(path.parent if bundle else None, []).append(_Part(path, bundle, capture, found))
-                continue
-            sid, anchored = source_id(path, campaign.dir, bundle)
-            run.add(capture, path.name, path, sid, anchored, bundle, digest=hashes.get(path))
-        for parts in per_metric.values():
-            run.add_per_metric(parts, cell_id)
-        warnings = run.warnings
-        if strict and warnings:
-            raise PerfReportError("--strict: import refused because of warnings:\n" +
-                                  "\n".join(f"  - {w}" for w in warnings))
-        out = cell.cell_dir(campaign) / FILE_NAME
-        header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": campaign.hardware,
-                  "ceilings_sources": [Path(s).name for s in ceilings.sources]}
-        with locked(out, progress):
-            existing = read_cell(out)
-            for source, path in run.unanchored:
-                check_source(existing, source, path, replace)
-            write_cell(out, merge_sources(existing, header, run.sources, run.kernels))
+            elif campaign.from_capture:
+                held.append((capture, path, bundle))
+            else:
+                run.add_file(capture, path, bundle, hashes.get(path))
+        with ExitStack() as stack:
+            grown = None
+            if campaign.from_capture:  # one import at a time grows the campaign's ceilings
+                stack.enter_context(locked(capture_ceilings.path_of(campaign.dir), progress))
+                grown = run.from_capture(campaign, held, per_metric)
+                for capture, path, bundle in held:
+                    run.add_file(capture, path, bundle, hashes.get(path))
+            for parts in per_metric.values():
+                run.add_per_metric(parts, cell_id)
+            warnings = run.warnings
+            if strict and warnings:
+                raise PerfReportError("--strict: import refused because of warnings:\n" +
+                                      "\n".join(f"  - {w}" for w in warnings))
+            out = cell.cell_dir(campaign) / FILE_NAME
+            header = {"campaign": campaign.id, "cell_id": cell.id, "hardware": run.ctx.hardware,
+                      "ceilings_sources": [Path(s).name for s in run.ctx.ceilings.sources]}
+            with locked(out, progress):
+                existing = read_cell(out)
+                for source, path in run.unanchored:
+                    check_source(existing, source, path, replace)
+                if grown is not None and grown != campaign.capture_ceilings:
+                    capture_ceilings.write(campaign.dir, grown)
+                write_cell(out, merge_sources(existing, header, run.sources, run.kernels))
         for folder in dict.fromkeys(b for _, b in inputs if b is not None):
             mine = [k for k, b in zip(run.kernels, run.bundles, strict=True) if b == folder]
             files = [p for p, b in inputs if b == folder]
             fill_kernel_internals(folder, [_internals(k) for k in mine], captured_at(files),
                                   _method([s for s in run.sources if any(k["source"] == s["id"] for k in mine)]))
-        return ImportResult(out, campaign.id, cell.id, campaign.hardware, run.sources, run.kernels, warnings)
+        return ImportResult(out, campaign.id, cell.id, str(run.ctx.hardware), run.sources, run.kernels,
+                            warnings)
     finally:  # a refused import leaves no hash reading its files (a caller may rewrite them next)
         for h in hashes.values():
             h.close()

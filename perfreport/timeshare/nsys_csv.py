@@ -134,9 +134,20 @@ def _raise_no_table(path: Path, lines: list[str], others: list[tuple[int, list[s
     )
 
 
+_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")  # 1,707,204,307.5: thousands separators, kept apart
+
+
 def _number(path: Path, n: int, column: str, raw: str, factor: float) -> int:
-    text = raw.strip().replace(",", "")
+    text = raw.strip()
     shown = quoted(raw)
+    if "," in text:
+        if not _GROUPED.fullmatch(text):  # 1707204307,5: a decimal comma, never "every comma deleted"
+            raise InputError(
+                f"{path}:{n}: column '{column}': '{shown}' has a comma that is not a thousands separator (a "
+                f"decimal comma: the file was written or re-saved in a decimal-comma locale); expected numbers "
+                f"like 1707204307.5. Re-export with `LC_ALL=C nsys stats --format csv ...`, or save the CSV with "
+                f"'.' as the decimal mark.")
+        text = text.replace(",", "")
     try:
         value = float(text)  # a 5,000-digit integer reads as inf here: refused below with the others
     except ValueError:

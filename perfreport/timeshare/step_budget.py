@@ -4,12 +4,13 @@ A step is a window of host (CPU) time: each `user_annotation` whose name matches
 `ProfilerStep#N`, what `prof.step()` records), or, when the trace has none, the time up to each synchronizing CUDA
 runtime call (cudaDeviceSynchronize / cudaStreamSynchronize / cudaEventSynchronize: the sync a decode step makes
 when it reads its token back), the first step starting at the trace's first host event. GPU-busy is the union of
-the GPU activity (kernels, memcpys, memsets) that starts inside the window; the host gap is the window's length
+the GPU activity (kernels, memcpys, memsets) inside the window, clipped to it (work still running from an earlier
+step counts where it runs, `gpu_carried_in_ms`, and is warned about); the host gap is the window's length
 minus that busy time: when it dominates, the step is host-bound and kernel work is moot. Written as `step_budget`
 into the evidence bundle's inference_perfbench_v1.json, with `step_budget_source` (file, sha256, how steps were
 found).
 
-A window that started no GPU work is not a step (a sync right after the previous one, a trace's idle head): it is
+A window in which the GPU did nothing is not a step (a sync right after the previous one, a trace's idle head): it is
 left out and counted in the method. The budget's headline is time-weighted over steps (`host_share_pct`: total host
 gap / total wall time), the one number the CLI and page 3 print. Fewer than MIN_STEPS steps give a warning: one
 step's host gap is mostly warm-up and noise.
@@ -92,21 +93,28 @@ def _windows(path: Path, events: list[Any], step_re: re.Pattern[str]) -> tuple[l
     return wins, "up to each synchronizing CUDA runtime call (cuda*Synchronize), from the first host event"
 
 
-def _busy_us(gpu: list[tuple[float, float, str]], start: float, end: float) -> float:
-    """Union length of the GPU intervals that start inside [start, end)."""
-    total, cur_a, cur_b = 0.0, None, None
-    for a, b, _ in gpu:
-        if not start <= a < end:
+def _busy_us(gpu: list[tuple[float, float, str]], start: float, end: float) -> tuple[float, float]:
+    """(busy, carried): the union length of the GPU intervals clipped to [start, end), and the part of it from work
+    started before the window (a kernel still running when its step ended). A window is never busier than it is
+    long, and work that spills past its step counts in the steps it runs in, not in the one that launched it."""
+    total = carried = 0.0
+    cur_a: float | None = None
+    cur_b = 0.0
+    for a0, b0, _ in gpu:  # sorted by start
+        a, b = max(a0, start), min(b0, end)
+        if b <= a:
             continue
-        if cur_b is None or a > cur_b:
-            if cur_b is not None and cur_a is not None:
+        if a0 < start:
+            carried = max(carried, b - start)  # carried-in work runs from the window's start
+        if cur_a is None or a > cur_b:
+            if cur_a is not None:
                 total += cur_b - cur_a
             cur_a, cur_b = a, b
         else:
             cur_b = max(cur_b, b)
-    if cur_a is not None and cur_b is not None:
+    if cur_a is not None:
         total += cur_b - cur_a
-    return total
+    return total, carried
 
 
 def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
@@ -126,12 +134,13 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
     steps = []
     for start, end, name in windows:
         events_in = sum(1 for a, _, _ in gpu if start <= a < end)
-        if events_in == 0:  # no GPU work started: not a step
+        busy, carried = _busy_us(gpu, start, end)
+        if busy == 0:  # the GPU did nothing inside the window: not a step
             continue
-        busy = _busy_us(gpu, start, end)
         wall = end - start
         steps.append({"step": name, "wall_ms": wall / 1e3, "gpu_busy_ms": busy / 1e3,
-                      "host_gap_ms": max(wall - busy, 0.0) / 1e3, "gpu_events": events_in})
+                      "host_gap_ms": max(wall - busy, 0.0) / 1e3, "gpu_events": events_in,
+                      "gpu_carried_in_ms": carried / 1e3})
     if not steps:
         raise InputError(f"'{path}': {len(windows)} step window(s) found ({method}), none with GPU work; the trace "
                          f"holds no GPU activity inside its steps. Profile with activities=[CPU, CUDA].")
@@ -139,6 +148,16 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
     if dropped:
         method += f"; {dropped} window(s) without GPU work left out"
     warnings = []
+    last = windows[-1][1]
+    past = _busy_us(gpu, last, max([last, *(b for _, b, _ in gpu)]))[0]
+    spilled = [st["step"] for st in steps if st["gpu_carried_in_ms"] > 0]
+    if spilled or past > 0:
+        where = f"{len(spilled)} step(s) ({', '.join(spilled[:5])}{', ...' if len(spilled) > 5 else ''}) run " \
+                f"GPU work launched in an earlier step" if spilled else ""
+        tail = f"{past / 1e3:.3f} ms of GPU work runs past the last step window and is in no step" if past else ""
+        warnings.append(f"GPU work outruns its steps: {'; '.join(x for x in (where, tail) if x)}. Each step's "
+                        f"GPU busy is clipped to its own window (busy <= wall); the GPU is behind the host, so "
+                        f"the host gaps are not host-bound time.")
     if len(steps) < MIN_STEPS:
         warnings.append(f"only {len(steps)} step(s) with GPU work (fewer than {MIN_STEPS}): the host share is "
                         f"dominated by warm-up and noise; profile at least {MIN_STEPS} steps (prof.step() each).")

@@ -18,8 +18,9 @@ def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress
     campaign: Campaign = load_campaign(campaign_dir, strict=strict)
     results: list[Any] = []
     for cell in campaign.cells:
-        for capture in cell.capture_paths(campaign):
-            results.append(import_ncu(campaign_dir, cell.id, capture, strict=strict, progress=progress))
+        # one import per cell: its captures together, so the per-metric files of one NERSC run merge by launch ID
+        if captures := cell.capture_paths(campaign):
+            results.append(import_ncu(campaign_dir, cell.id, captures, strict=strict, progress=progress))
         for timeline in cell.timeline_paths(campaign):
             is_torch = timeline.name.endswith((".json", ".json.gz"))
             importer = import_torch_trace if is_torch else import_nsys

@@ -15,8 +15,8 @@ from typing import Any
 
 import duckdb
 
-from perfreport.config.campaign import Campaign, load_campaign
-from perfreport.config.ceilings import Ceilings, load_ceilings
+from perfreport.config.campaign import Campaign, campaign_ceilings, load_campaign
+from perfreport.config.ceilings import Ceilings
 from perfreport.config.context import is_not_applicable
 from perfreport.errors import InputError, PerfReportError
 from perfreport.kernels.identity import normalize, simplify
@@ -296,7 +296,7 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     """Load config.yaml and every cell's JSON into an in-memory DuckDB: the tables and views of docs/warehouse.md."""
     campaign = load_campaign(campaign_dir)
-    return open_loaded(campaign, load_ceilings(campaign.ceilings_override))
+    return open_loaded(campaign, campaign_ceilings(campaign))
 
 
 def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnection:

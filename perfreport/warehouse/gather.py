@@ -20,8 +20,9 @@ from typing import Any
 import duckdb
 
 from perfreport.bundle.layout import BUNDLE_JSON
-from perfreport.config.campaign import Campaign, Cell, load_campaign
-from perfreport.config.ceilings import Ceilings, load_ceilings
+from perfreport.config.campaign import Campaign, Cell, campaign_ceilings, load_campaign
+from perfreport.config.capture_ceilings import FROM_CAPTURE
+from perfreport.config.ceilings import Ceilings
 from perfreport.errors import InputError
 from perfreport.timeshare.step_budget import host_share_pct
 from perfreport.warehouse.db import NCU_FILE, open_loaded
@@ -212,7 +213,11 @@ def _kernels_json(campaign: Campaign, cell: Cell) -> str:
 def gather(campaign_dir: Path) -> CampaignData:
     """Load the campaign, its cells' kernels and bundles and the warehouse join (the roofline model on first use)."""
     campaign = load_campaign(campaign_dir)
-    ceilings = load_ceilings(campaign.ceilings_override)
+    if campaign.from_capture and campaign.capture_ceilings is None:
+        raise InputError(f"{campaign.config_path}: hardware: {FROM_CAPTURE} takes its ceilings from the captures "
+                         f"(ncu's device peaks), and no capture is imported yet; import one with `perftunereport "
+                         f"import_ncu --campaign {campaign.dir} --cell-id ID --bundle FILE`, then render.")
+    ceilings = campaign_ceilings(campaign)
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
     wh = _warehouse(campaign, ceilings)
     kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])

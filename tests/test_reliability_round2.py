@@ -1,0 +1,88 @@
+"""Issue 29, the second attack round: each serious and minor bug found, held on a real fixture where one exists.
+
+Each refusal is one `Error:` line (exit non-zero, no traceback) naming the file and what is wrong; what was written
+before is byte-identical after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+DATA = Path(__file__).parent / "data"
+NSYS_CSV = DATA / "nsys" / "dotllm_rtx4090_nsys2024.6.2_cuda_gpu_kern_sum.csv"
+
+
+def _cell(campaign: Path, name: str) -> Path:
+    return campaign / "cells" / "c1" / name
+
+
+def _error_line(out: str) -> str:
+    assert "Traceback" not in out, out
+    (line,) = [x for x in out.splitlines() if x.startswith("Error:")]
+    return line
+
+
+def _nsys_with(tmp_path: Path, value: str, name: str = "kern_cuda_gpu_kern_sum.csv") -> Path:
+    """The real RTX 4090 kernel summary with the first kernel's Total Time (ns) written as `value` (quoted)."""
+    lines = NSYS_CSV.read_text().split("\n")
+    fields = lines[1].split(",")
+    fields[1] = f'"{value}"'
+    lines[1] = ",".join(fields)
+    out = tmp_path / name
+    out.write_text("\n".join(lines))
+    return out
+
+
+# 1. a decimal comma is refused, never read with its comma deleted (x10 the time); thousands separators still read
+def test_nsys_decimal_comma_is_refused_naming_the_cause(campaign: Path, tmp_path: Path) -> None:
+    run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(NSYS_CSV), ok=True)
+    before = _cell(campaign, "kernel_times.json").read_bytes()
+    bad = _nsys_with(tmp_path, "1707204307,5")
+    line = _error_line(run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
+                               ok=False).output)
+    assert f"{bad.name}:2" in line and "'Total Time (ns)'" in line and "1707204307,5" in line
+    assert "decimal comma" in line and "LC_ALL=C" in line
+    assert _cell(campaign, "kernel_times.json").read_bytes() == before
+
+
+def test_nsys_thousands_separators_read_as_the_number(campaign: Path, tmp_path: Path) -> None:
+    grouped = _nsys_with(tmp_path, "1,707,204,307")
+    run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(grouped), ok=True)
+    rows = json.loads(_cell(campaign, "kernel_times.json").read_text())
+    first = next(k for k in rows["kernels"] if k["name"] == "flash_attention_prefill_f16")
+    assert first["total_ns"] == 1_707_204_307
+
+
+# 2. a step is never busier than its wall time; GPU work that outruns its step counts where it runs, and is said
+def _outrun_trace(tmp_path: Path) -> Path:
+    """Six 1 ms ProfilerStep windows, each launching a 10 ms kernel: the GPU queue runs them back to back."""
+    events = []
+    for i in range(6):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": i * 1000, "dur": 1000,
+                       "pid": 1, "tid": 1})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": i * 1000 + 5, "dur": 5,
+                       "pid": 1, "tid": 1})
+        events.append({"ph": "X", "cat": "kernel", "name": "long_kernel", "ts": 10 + i * 10_000, "dur": 10_000,
+                       "pid": 0, "tid": 7})
+    path = tmp_path / "outrun_trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_step_busy_is_clipped_to_its_window_and_spill_is_reported(tmp_path: Path) -> None:
+    from perfreport.timeshare.step_budget import step_budget
+
+    budget = step_budget(_outrun_trace(tmp_path))
+    assert [s["step"] for s in budget.steps] == [f"ProfilerStep#{i}" for i in range(6)]
+    assert all(s["gpu_busy_ms"] <= s["wall_ms"] + 1e-12 for s in budget.steps)
+    assert budget.steps[0]["gpu_busy_ms"] == pytest.approx(0.990) and budget.steps[0]["gpu_carried_in_ms"] == 0
+    for s in budget.steps[1:]:  # the first kernel still runs: busy the whole millisecond, carried in
+        assert s["gpu_busy_ms"] == pytest.approx(1.0) and s["gpu_carried_in_ms"] == pytest.approx(1.0)
+        assert s["host_gap_ms"] == pytest.approx(0.0)
+    (warning,) = [w for w in budget.warnings if "outruns" in w]
+    assert "5 step(s) (ProfilerStep#1, ProfilerStep#2" in warning
+    assert "54.010 ms of GPU work runs past the last step window" in warning
+    assert budget.host_share_pct == pytest.approx(100 * 0.010 / 6.0)
