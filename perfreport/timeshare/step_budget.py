@@ -131,7 +131,7 @@ def step_budget(path: Path, step_regex: str = DEFAULT_STEP_RE) -> StepBudget:
             f"'{path}': no steps found: no user_annotation matches {step_regex!r} and no synchronizing "
             f"CUDA call. Call `prof.step()` once per decode step (or wrap each step in "
             f"`torch.profiler.record_function('step')` and pass --step-regex '^step$'), then export the trace again.")
-    steps = []
+    steps: list[dict[str, Any]] = []
     for start, end, name in windows:
         events_in = sum(1 for a, _, _ in gpu if start <= a < end)
         busy, carried = _busy_us(gpu, start, end)
