@@ -86,3 +86,45 @@ def test_step_busy_is_clipped_to_its_window_and_spill_is_reported(tmp_path: Path
     assert "5 step(s) (ProfilerStep#1, ProfilerStep#2" in warning
     assert "54.010 ms of GPU work runs past the last step window" in warning
     assert budget.host_share_pct == pytest.approx(100 * 0.010 / 6.0)
+
+
+# 3. a render killed between its two swap renames: the next render puts the old tree back, the user's files kept
+_KILL_BETWEEN_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+from perfreport.site.render import report_render
+
+site, folder = Path(sys.argv[2]).resolve(), Path(sys.argv[2]).resolve() / sys.argv[3]
+real = Path.rename
+def rename(self, target):
+    if Path(target).resolve() == folder and ".render-" in str(self):  # the new tree moving in: die first
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, target)
+Path.rename = rename
+report_render(Path(sys.argv[1]), site)
+"""
+
+
+def test_a_render_killed_between_the_swap_renames_loses_nothing(example_campaign: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from perfreport.site.render import report_render
+
+    site = tmp_path / "site"
+    result = report_render(example_campaign, site)
+    mine = result.campaign_site / "notes.md"
+    mine.write_text("my own notes, kept by every render\n")
+    old_summary = (result.campaign_site / "01-summary.html").read_bytes()
+    script = tmp_path / "kill_render.py"
+    script.write_text(_KILL_BETWEEN_RENAMES)
+    proc = subprocess.run([sys.executable, str(script), str(example_campaign), str(site), result.campaign_site.name],
+                          capture_output=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert not result.campaign_site.exists()  # the kill point: the old tree set aside, the new one not yet in
+    (stale,) = site.glob(".render-*")
+    assert (stale / ".attic" / "journal.json").is_file()
+    again = report_render(example_campaign, site)  # recovers the set-aside tree, then swaps the new one in
+    assert mine.read_text() == "my own notes, kept by every render\n"
+    assert (again.campaign_site / "01-summary.html").read_bytes() == old_summary  # same data, same page
+    assert not list(site.glob(".render-*"))
