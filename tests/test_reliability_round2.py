@@ -128,3 +128,40 @@ def test_a_render_killed_between_the_swap_renames_loses_nothing(example_campaign
     assert mine.read_text() == "my own notes, kept by every render\n"
     assert (again.campaign_site / "01-summary.html").read_bytes() == old_summary  # same data, same page
     assert not list(site.glob(".render-*"))
+
+
+# 4. cells/<id> (or cells/) linked out of the campaign: refused, nothing written there; site/<campaign> as a link too
+H100_REP = DATA / "h100_oracle" / "oracle_full.ncu-rep.gz"
+
+
+@pytest.mark.parametrize("linked", ["cells/c1", "cells"])
+def test_a_cell_folder_linked_outside_is_refused(tmp_path: Path, linked: str) -> None:
+    from conftest import write_config
+
+    camp = write_config(tmp_path / "camp", hardware="h100_sm90")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (camp / linked).parent.mkdir(parents=True, exist_ok=True)
+    (camp / linked).symlink_to(outside, target_is_directory=True)
+    out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", "c1", "--bundle", str(H100_REP),
+                  ok=False).output
+    line = _error_line(out)
+    assert f"'{camp / linked}' is a link to '{outside.resolve()}', outside the campaign folder" in line
+    assert list(outside.iterdir()) == []
+    out = run_cli("import_nsys", "--campaign", str(camp), "--cell-id", "c1", str(NSYS_CSV), ok=False).output
+    assert "outside the campaign folder" in _error_line(out) and list(outside.iterdir()) == []
+
+
+def test_a_campaign_site_folder_that_is_a_link_is_refused(example_campaign: Path, tmp_path: Path) -> None:
+    import yaml
+
+    cid = yaml.safe_load((example_campaign / "config.yaml").read_text())["campaign"]
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    site.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("not a site\n")
+    (site / cid).symlink_to(elsewhere, target_is_directory=True)
+    out = run_cli("report_render", "--campaign", str(example_campaign), "--out", str(site), ok=False).output
+    line = _error_line(out)
+    assert f"'{site / cid}' is a link (to '{elsewhere}')" in line and "must be a real folder" in line
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["precious.txt"] and (site / cid).is_symlink()

@@ -62,8 +62,16 @@ class Cell:
         return deep_merge(campaign.context, self.context)
 
     def cell_dir(self, campaign: Campaign) -> Path:
-        """Return campaign_dir/cells/<id>, where this cell's outputs live."""
-        return campaign.dir / "cells" / self.id
+        """Return campaign_dir/cells/<id>, where this cell's outputs live; refused where cells/ or cells/<id> is a
+        link out of the campaign (an import would write there, a render read there)."""
+        path = campaign.dir / "cells" / self.id
+        for part in (path.parent, path):
+            if part.is_symlink() and not part.resolve().is_relative_to(campaign.dir.resolve()):
+                raise InputError(
+                    f"'{part}' is a link to '{part.resolve()}', outside the campaign folder '{campaign.dir}'; a "
+                    f"campaign's cell outputs stay inside it. Replace the link with a folder (move what it holds "
+                    f"in), or import into a campaign where that folder lives.")
+        return path
 
     def capture_paths(self, campaign: Campaign) -> list[Path]:
         """Return the captures resolved against the campaign folder (existence is checked on import)."""

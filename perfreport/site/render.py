@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import json
+import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -264,6 +265,11 @@ def _index_html(site: Path, staged: dict[str, Path]) -> str:
 def _site_root(out_dir: Path, campaign: str) -> Path:
     """The site root, refused up front where a file stands in the place of a folder the site needs."""
     site = Path(out_dir)
+    for path, what in ((site / campaign, "this campaign's site folder"), (site / STATIC, "the site's static/ folder")):
+        if path.is_symlink():  # a swap would write through it, or replace the link: the site is one real tree
+            raise InputError(f"report_render: {str(path)!r} is a link (to {os.readlink(path)!r}), but it is {what}, "
+                             f"which the render replaces whole and must be a real folder inside the site. Remove "
+                             f"the link (render into --out where you want the site), and render again.")
     for path, what in ((site, "the site root (--out)"), (site / campaign, "this campaign's site folder"),
                        (site / STATIC, "the site's static/ folder")):
         if path.exists() and not path.is_dir():
