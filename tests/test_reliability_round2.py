@@ -165,3 +165,29 @@ def test_a_campaign_site_folder_that_is_a_link_is_refused(example_campaign: Path
     line = _error_line(out)
     assert f"'{site / cid}' is a link (to '{elsewhere}')" in line and "must be a real folder" in line
     assert sorted(p.name for p in elsewhere.iterdir()) == ["precious.txt"] and (site / cid).is_symlink()
+
+
+# 5. invisible characters are not a filled field; look-alike placeholders are placeholders
+@pytest.mark.parametrize("value", ["\u200b", "\ufeff", "\u00ad", "\u3164", "\u2800", " \u200b\u2060 ", "\u034f"])
+def test_invisible_characters_are_no_value(value: str) -> None:
+    from perfreport.config.context import context_value_problem, nonempty_text
+
+    assert context_value_problem("image", value) == f"{value!r} shows nothing (invisible characters only)"
+    assert nonempty_text(value) == "non-empty string"
+
+
+@pytest.mark.parametrize("value", ["ＴＢＤ", "TBD.", "\u2014", "\u2013", "todo!", "...", "Ｎ／Ａ"])
+def test_look_alike_placeholders_are_placeholders(value: str) -> None:
+    from perfreport.config.context import context_value_problem
+
+    why = context_value_problem("image", value, "stack")
+    assert why is not None and ("placeholder" in why or "not applicable" in why), (value, why)
+    assert context_value_problem("image", "vllm/vllm-openai:v0.11.0", "stack") is None  # a real value passes
+
+
+def test_an_invisible_model_name_is_refused_when_the_campaign_loads(tmp_path: Path) -> None:
+    from conftest import write_config
+
+    camp = write_config(tmp_path / "camp", context={"identity": {"model": "\u200b\u2800"}})
+    out = run_cli("campaign", "validate", str(camp), ok=False).output
+    assert "context.identity.model" in out and "non-empty string" in out and "Traceback" not in out

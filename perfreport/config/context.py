@@ -5,6 +5,7 @@ serving config, workload, regime, stack, grounding), their checks, and what make
 from __future__ import annotations
 
 import copy
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,9 +36,22 @@ def fraction(v: Any) -> str | None:
     return None if ok else "float in (0, 1]"
 
 
+# Code points that print nothing though Unicode files them as letters or symbols (fillers, the blank braille cell,
+# the combining grapheme joiner): with the format (Cf) and control (Cc) ones, dropped before any emptiness check.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
+
+
+def visible_text(v: str) -> str:
+    """The text a reader sees: NFKC-normalised (full-width ＴＢＤ -> TBD, N／A -> N/A), with format, control and
+    blank-printing code points (zero-width space, BOM, soft hyphen, U+3164, U+2800) removed, whitespace stripped."""
+    text = unicodedata.normalize("NFKC", v)
+    return "".join(ch for ch in text if ch not in _INVISIBLE and unicodedata.category(ch) not in ("Cf", "Cc")
+                   or ch in "\t\n").strip()
+
+
 def nonempty_text(v: Any) -> str | None:
-    """Check: a string with something besides whitespace."""
-    return None if isinstance(v, str) and v.strip() else "non-empty string"
+    """Check: a string with something visible besides whitespace (visible_text)."""
+    return None if isinstance(v, str) and visible_text(v) else "non-empty string"
 
 
 def flag(v: Any) -> str | None:
@@ -94,7 +108,10 @@ def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
     return missing
 
 
-PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "na", "?", "-", "--", "xxx"})
+# Compared after visible_text, lower-cased and without trailing dots: `TBD.`, `ＴＢＤ`; the dashes are what the site
+# prints for an empty value.
+PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "na", "?", "-", "--", "xxx", "\u2014", "\u2013", "\u2012",
+                          "\u2015", "\u2212", "none", "null", "tba"})
 
 # A field that does not apply to the cell (no serving engine ran, so max_num_seqs has no value) is set to this
 # marker, best with why: `max_num_seqs: "n/a: PyTorch eager layer, no serving engine"`. It is a value, not a gap: the
@@ -112,7 +129,7 @@ def is_not_applicable(value: Any) -> bool:
     """Whether a context value is the not-applicable marker: `n/a`, or `n/a: why` (any case)."""
     if not isinstance(value, str):
         return False
-    text = value.strip().lower()
+    text = visible_text(value).lower()
     return text == NOT_APPLICABLE or text.startswith(NOT_APPLICABLE + ":")
 
 
@@ -139,10 +156,11 @@ def context_value_problem(name: str, value: Any, section: str | None = None) -> 
             section = next((s for s, fields in CONTEXT_FIELDS.items() if name in fields), "")
         return inapplicable_problem(f"{section}.{name}", value)
     if isinstance(value, str):
-        text = value.strip()
+        text = visible_text(value)
         if not text:
-            return "empty"
-        if text.lower() in PLACEHOLDERS:
+            return "empty" if not value.strip() else f"{value!r} shows nothing (invisible characters only)"
+        bare = text.lower().rstrip(".!")
+        if not bare or bare in PLACEHOLDERS or text.lower() in PLACEHOLDERS:
             return f"placeholder {value!r}; write the real value"
     if name in ZERO_IMPOSSIBLE and not isinstance(value, bool) and isinstance(value, int | float) and value <= 0:
         return f"{value!r} is impossible here (expected > 0); write the real value"
