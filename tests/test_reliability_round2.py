@@ -191,3 +191,42 @@ def test_an_invisible_model_name_is_refused_when_the_campaign_loads(tmp_path: Pa
     camp = write_config(tmp_path / "camp", context={"identity": {"model": "\u200b\u2800"}})
     out = run_cli("campaign", "validate", str(camp), ok=False).output
     assert "context.identity.model" in out and "non-empty string" in out and "Traceback" not in out
+
+
+# 6. a publish from a host whose clock is 8 days ahead expires nothing the lake's own record holds as young
+def test_a_publish_from_a_clock_days_ahead_expires_no_young_snapshot(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from test_lake import make_campaign
+
+    from perfreport.lake import writer
+    from perfreport.lake.iceberg import load_tables, open_catalog, resolve_lake
+    from perfreport.lake.writer import publish_to_lake
+
+    camp = make_campaign(tmp_path / "camp")
+    lake = tmp_path / "lake"
+    publish_to_lake(camp, lake)
+    publish_to_lake(camp, lake)
+
+    def snapshots() -> dict[str, list[int]]:
+        tables = load_tables(open_catalog(resolve_lake(lake)), ("kernels", "publications"))
+        return {n: sorted(s.snapshot_id for s in t.snapshots()) for n, t in tables.items()}
+
+    before = snapshots()
+    ahead = timedelta(days=8)
+    real_time, real_datetime = time.time, datetime
+
+    class Ahead(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+            return real_datetime.now(tz or UTC) + ahead
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + ahead.total_seconds())  # pyiceberg's snapshot clock
+    monkeypatch.setattr(writer, "datetime", Ahead)  # the publication's timestamp
+    publish_to_lake(camp, lake)
+    after = snapshots()
+    for name, ids in before.items():
+        assert set(ids) <= set(after[name]), f"{name}: snapshots the lake holds as young were expired"
+        assert len(after[name]) > len(ids)

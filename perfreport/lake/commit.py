@@ -25,7 +25,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -127,6 +127,16 @@ def _backoff(attempt: int) -> None:
     time.sleep(min(2.0, 0.02 * 2 ** min(attempt, 7)) * (0.5 + random.random()))
 
 
+def expiry_cutoff(when: datetime, snapshot_ms: list[int]) -> datetime | None:
+    """Snapshots older than this expire: SNAPSHOT_RETENTION before the lake's own newest snapshot, or before this
+    publish's clock where that is earlier. A host whose clock runs days ahead never expires what the lake's record
+    says is younger than the window (one publish from it expired every snapshot before). None: an empty table."""
+    if not snapshot_ms:
+        return None
+    newest = datetime.fromtimestamp(max(snapshot_ms) / 1000, UTC)
+    return min(when, newest) - SNAPSHOT_RETENTION
+
+
 def _transaction(table: Any, name: str, pub: Publish) -> Any:
     """Stage this publish's change of one table (data and manifests written, nothing committed)."""
     from pyiceberg.expressions import And, EqualTo, In
@@ -147,8 +157,8 @@ def _transaction(table: Any, name: str, pub: Publish) -> Any:
             # A first publish of a cell deletes nothing: expected, not worth a warning.
             warnings.filterwarnings("ignore", message="Delete operation did not match any records")
             tx.overwrite(pub.rows[name], overwrite_filter=where, snapshot_properties=props)
-    cutoff = pub.when - SNAPSHOT_RETENTION
-    if any(s.timestamp_ms < cutoff.timestamp() * 1000 for s in table.snapshots()):
+    cutoff = expiry_cutoff(pub.when, [s.timestamp_ms for s in table.snapshots()])
+    if cutoff is not None and any(s.timestamp_ms < cutoff.timestamp() * 1000 for s in table.snapshots()):
         ExpireSnapshots(tx).older_than(cutoff).commit()  # staged in the same commit
     return tx
 
