@@ -28,7 +28,7 @@ context:
 cells:
   - id: prefill-t8192
     description: Prefill of 8192 tokens.
-    captures: [captures/prefill.ncu-rep.gz, ../shared/prefill.csv]
+    captures: [captures/prefill.ncu-rep.gz, shared/../captures/prefill.csv]
     context:
       workload: {isl: 8192, osl: 1}
       parallelism: {tp: 2}
@@ -68,7 +68,7 @@ def test_valid_config_loads_every_field_and_resolves_capture_paths(tmp_path: Pat
     assert prefill.description == "Prefill of 8192 tokens."
     assert prefill.capture_paths(c) == [
         (campaign_dir / "captures/prefill.ncu-rep.gz").resolve(),
-        (tmp_path / "shared/prefill.csv").resolve(),
+        (campaign_dir / "captures/prefill.csv").resolve(),
     ]
     assert prefill.cell_dir(c) == campaign_dir.resolve() / "cells" / "prefill-t8192"
     assert c.context["serving"]["gpu_memory_utilization"] == pytest.approx(0.9)

@@ -49,12 +49,14 @@ def test_error_log_without_csv_points_to_report() -> None:
 
 def test_error_no_header(tmp_path: Path) -> None:
     msg = _error(write(tmp_path, "hello world\nnothing here\n"))
-    assert "no ncu CSV header" in msg and "'hello world'" in msg and "--page raw" in msg
+    assert "no ncu CSV header" in msg and "line 1 (11 characters)" in msg and "--page raw" in msg
+    assert "hello world" not in msg  # a file that is no export is not echoed
 
 
 def test_error_unknown_tool_csv(tmp_path: Path) -> None:
     msg = _error(write(tmp_path, '"Time (%)","Total Time (ns)","Instances","Name"\n"50.0","100","2","k"\n'))
-    assert "unknown tool" in msg and "Time (%)" in msg and '"ID","Process ID"' in msg
+    assert "unknown tool (4 columns; its header is an nsys kernel summary's: import it with `perftunereport " \
+        "import_nsys`)" in msg and '"ID","Process ID"' in msg
 
 
 def test_error_id_header_without_kernel_name(tmp_path: Path) -> None:

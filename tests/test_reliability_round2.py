@@ -230,3 +230,33 @@ def test_a_publish_from_a_clock_days_ahead_expires_no_young_snapshot(tmp_path: P
     for name, ids in before.items():
         assert set(ids) <= set(after[name]), f"{name}: snapshots the lake holds as young were expired"
         assert len(after[name]) > len(ids)
+
+
+# 7. captures/timelines/samples leading out of the campaign are refused; a non-export file is never echoed
+@pytest.mark.parametrize("key", ["captures", "timelines", "samples"])
+def test_a_path_out_of_the_campaign_is_refused_and_never_read(tmp_path: Path, key: str) -> None:
+    from conftest import write_config
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-the-password\n")
+    camp = write_config(tmp_path / "camp", cells=[{"id": "c1", "description": "x", key: ["../secret.txt"]}])
+    out = run_cli("campaign", "validate", str(camp), ok=False).output
+    assert f"cells[0].{key}[0]: '../secret.txt' leads outside the campaign folder" in out
+    out = run_cli("demo", "--campaign", str(camp), "--out", str(tmp_path / "site"), ok=False).output
+    assert "hunter2" not in out and "leads outside the campaign folder" in out and "Traceback" not in out
+
+
+def test_a_file_that_is_no_export_is_not_echoed(tmp_path: Path) -> None:
+    from conftest import write_config
+
+    camp = write_config(tmp_path / "camp", cells=[{"id": "c1", "description": "x", "captures": ["notes.csv"],
+                                                   "timelines": ["more.csv"]}])
+    (camp / "notes.csv").write_text("hunter2-the-password\n")
+    (camp / "more.csv").write_text("hunter3-the-password\n")
+    out = run_cli("demo", "--campaign", str(camp), "--out", str(tmp_path / "site"), ok=False).output
+    assert "hunter2" not in out and "no ncu CSV header found" in out and "line 1 (20 characters)" in out
+    (camp / "notes.csv").unlink()
+    camp2 = write_config(tmp_path / "camp2", cells=[{"id": "c1", "description": "x", "timelines": ["more.csv"]}])
+    (camp2 / "more.csv").write_text("hunter3-the-password\n")
+    out = run_cli("demo", "--campaign", str(camp2), "--out", str(tmp_path / "site"), ok=False).output
+    assert "hunter3" not in out and "not an nsys kernel summary" in out

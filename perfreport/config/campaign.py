@@ -137,8 +137,9 @@ def _show(v: Any) -> str:
 class _Walk:
     """Collect problems and unknown keys while walking the parsed YAML."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, root: Path | None = None) -> None:
         self.strict = strict
+        self.root = root  # the campaign folder: every path the config names stays inside it
         self.problems: list[str] = []
         self.warnings: list[str] = []
 
@@ -252,13 +253,17 @@ class _Walk:
             elif Path(item).is_absolute():
                 self.problems.append(f"{path}[{i}]: expected a path relative to the campaign folder, got "
                                      f"absolute {item!r}; write it relative so the campaign stays portable")
+            elif self.root is not None and not (self.root / item).resolve().is_relative_to(self.root.resolve()):
+                self.problems.append(f"{path}[{i}]: {item!r} leads outside the campaign folder (to "
+                                     f"{str((self.root / item).resolve())!r}); nothing outside the campaign is "
+                                     f"read: copy the file into the campaign and name it relative to it")
             else:
                 out.append(item)
         return out
 
 
 def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, strict: bool) -> Campaign:
-    w = _Walk(strict)
+    w = _Walk(strict, campaign_dir)
     for key in raw:
         if key not in TOP_KEYS:
             w.extra(str(key), key, TOP_KEYS)

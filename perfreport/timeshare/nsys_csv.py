@@ -127,10 +127,9 @@ def _raise_no_table(path: Path, lines: list[str], others: list[tuple[int, list[s
     n, first = stripped[0]
     hint = " It looks like JSON: for a PyTorch profiler trace use `import_torch_trace`." if first.lstrip()[
         :1] in "{[" else ""
-    shown = first if len(first) <= 120 else first[:117] + "..."
-    raise InputError(
+    raise InputError(  # the line itself is not echoed: a file that is no recognised export may be anything
         f"{path}:{n}: not an nsys kernel summary: no CSV header with 'Total Time (ns)', 'Instances' and "
-        f"'Name' was found; the first line is '{shown}'.{hint} Expected {EXPECTED}. {HOW_TO}"
+        f"'Name' was found (line {n}, {len(first)} characters, is none).{hint} Expected {EXPECTED}. {HOW_TO}"
     )
 
 

@@ -177,17 +177,20 @@ def _raise_no_header(path: Path, lines: list[str]) -> None:
             f"report, or convert it: `ncu --import {reports[0]} --csv --page raw > out.csv`.{notes}"
         )
     first_n, first = stripped[0]
-    shown = first if len(first) <= 160 else first[:157] + "..."
+    # what the file holds is not echoed: a file that is no recognised export may be anything (a key, a password)
     if "," in first or "\t" in first:
+        cols = len(first.split("," if "," in first else "\t"))
+        nsys = "; its header is an nsys kernel summary's: import it with `perftunereport import_nsys`" if (
+            "Total Time" in first and "Instances" in first) else ""
         raise InputError(
-            f"{path}:{first_n}: a table from an unknown tool: its header is {shown!r}, expected an ncu CSV "
-            f'export whose header starts with "ID","Process ID","Process Name","Host Name",... '
-            f"(nsys and other profilers' CSVs are not ncu exports). {HOW_TO_EXPORT}{notes}"
+            f"{path}:{first_n}: a table from an unknown tool ({cols} columns{nsys}), expected an ncu CSV export whose "
+            f'header starts with "ID","Process ID","Process Name","Host Name",... (nsys and other profilers\' '
+            f"CSVs are not ncu exports). {HOW_TO_EXPORT}{notes}"
         )
     raise InputError(
         f"{path}: no ncu CSV header found; expected a line starting with "
-        f'"ID","Process ID" (an export from `ncu --csv --page raw|details`), but the first line is '
-        f"{shown!r}. {HOW_TO_EXPORT}{notes}"
+        f'"ID","Process ID" (an export from `ncu --csv --page raw|details`), but line {first_n} '
+        f"({len(first)} characters) is none. {HOW_TO_EXPORT}{notes}"
     )
 
 
