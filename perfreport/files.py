@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 import threading
 import zlib
@@ -30,6 +31,20 @@ def current_umask() -> int:
         mask = os.umask(0o022)
         os.umask(mask)
     return mask
+
+
+def check_regular(path: Path, what: str) -> None:
+    """Refuse an input that is not a regular file (a FIFO, /dev/zero behind a link, a socket): reading one has no
+    end. A missing path or a folder is left to the caller's own message."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        target = f" (a link to '{os.path.realpath(path)}')" if os.path.islink(path) else ""
+        raise InputError(f"'{path}'{target}: {kind}, not a regular file; expected {what}. Pass the file itself.")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

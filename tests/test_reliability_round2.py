@@ -260,3 +260,22 @@ def test_a_file_that_is_no_export_is_not_echoed(tmp_path: Path) -> None:
     (camp2 / "more.csv").write_text("hunter3-the-password\n")
     out = run_cli("demo", "--campaign", str(camp2), "--out", str(tmp_path / "site"), ok=False).output
     assert "hunter3" not in out and "not an nsys kernel summary" in out
+
+
+# 12. an input that is not a regular file (/dev/zero behind a .csv link, a FIFO) is refused in one line
+@pytest.mark.parametrize("verb", ["import_ncu", "import_nsys"])
+def test_a_non_regular_input_is_refused(campaign: Path, tmp_path: Path, verb: str) -> None:
+    import os
+
+    link = tmp_path / "zero.csv"
+    link.symlink_to("/dev/zero")
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    for path, kind in ((link, "a device"), (fifo, "a FIFO")):
+        args = ["--bundle", str(path)] if verb == "import_ncu" else [str(path)]
+        out = run_cli(verb, "--campaign", str(campaign), "--cell-id", "c1", *args, ok=False).output
+        line = _error_line(out)
+        assert f"'{path}'" in line and f"{kind}, not a regular file" in line, line
+    assert "/dev/zero" in _error_line(run_cli(verb, "--campaign", str(campaign), "--cell-id", "c1",
+                                              *(["--bundle", str(link)] if verb == "import_ncu" else [str(link)]),
+                                              ok=False).output)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfreport.errors import InputError
+from perfreport.files import check_regular
 from perfreport.ncu.model import Capture
 from perfreport.ncu.rep.proto import MAGIC
 from perfreport.progress import Progress
@@ -38,6 +39,7 @@ def read_export(path: Path, progress: Progress | None = None, digest: FileHash |
         raise InputError(f"capture '{path}': no such file. Pass a .ncu-rep, an ncu CSV export, or a bundle folder.")
     if path.is_dir():
         raise InputError(f"capture '{path}': is a folder without ncu-profiles/; expected a file or a bundle.")
+    check_regular(path, "a .ncu-rep or an ncu CSV export")
     report = is_report(path)
     if not report and path.name.lower().endswith(CSV_SUFFIXES):
         from perfreport.ncu.catalog.metrics import load_catalog

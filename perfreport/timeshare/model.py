@@ -14,6 +14,7 @@ from typing import Any
 
 from perfreport.config.validate import cut
 from perfreport.errors import InputError
+from perfreport.files import check_regular
 
 QUOTED_CHARS = 40  # a bad value is quoted this long at most in a message (a 5,000-digit number is not echoed)
 # The largest count or duration (ns) a row may hold: DuckDB's BIGINT and the lake's int64 (292 years in ns).
@@ -58,6 +59,7 @@ def read_input(path: Path, expected: str) -> bytes:
     """Return the file's bytes, or raise naming what was expected when it is missing, a folder or empty."""
     if path.is_dir():
         raise InputError(f"'{path}': a folder; expected one file: {expected}.")
+    check_regular(path, expected)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
