@@ -5,10 +5,21 @@ from __future__ import annotations
 import click
 
 
+def terminal_text(text: str) -> str:
+    """Text safe to print: every control and format character but the line break escaped (`\\x1b`, `\\u202e`),
+    so data (a kernel or file name) never moves the cursor, sets the clipboard (OSC 52) or reorders a line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class PerfReportError(click.ClickException):
     """Base error: message says what, where, expected vs got, and how to fix it."""
 
     exit_code = 2
+
+    def format_message(self) -> str:
+        return terminal_text(self.message)
 
 
 class InputError(PerfReportError):

@@ -279,3 +279,29 @@ def test_a_non_regular_input_is_refused(campaign: Path, tmp_path: Path, verb: st
     assert "/dev/zero" in _error_line(run_cli(verb, "--campaign", str(campaign), "--cell-id", "c1",
                                               *(["--bundle", str(link)] if verb == "import_ncu" else [str(link)]),
                                               ok=False).output)
+
+
+# 11. escape sequences in data (an OSC 52 clipboard write) never reach the terminal raw
+OSC52 = "\x1b]52;c;aGFja2Vk\x07"
+
+
+def test_value_view_and_import_progress_print_control_characters_escaped(example_campaign: Path,
+                                                                         tmp_path: Path) -> None:
+    import shutil
+
+    camp = tmp_path / "camp"
+    shutil.copytree(example_campaign, camp)
+    for path in (camp / "cells").glob("*/ncu_kernels.json"):
+        data = json.loads(path.read_text())
+        for k in data["kernels"]:
+            k["label"] = f"evil{OSC52}" + k["label"].removeprefix(k["function"])
+            k["name"] = k["function"] = f"evil{OSC52}"
+        path.write_text(json.dumps(data))
+    out = run_cli("value_view", "--campaign", str(camp), ok=True).output
+    assert "\x1b" not in out and "\x07" not in out and "evil\\x1b]52;c;aGFja2Vk\\x07" in out
+    raw = next((camp / "captures").glob("*raw*.csv"), None) or next(DATA.glob("h200_oracle/oracle_full-raw.csv"))
+    evil_file = tmp_path / f"cap{OSC52}-raw.csv"
+    shutil.copy(raw, evil_file)
+    out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", "decode-b16-kv2048", "--bundle",
+                  str(evil_file), "--hardware-mismatch", "warn", ok=None).output
+    assert "\x1b" not in out and "\x07" not in out and "cap\\x1b]52" in out

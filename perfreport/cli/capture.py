@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from perfreport.cli.options import format_option
+from perfreport.errors import terminal_text
 
 # (option, field, click kwargs): the capture spec's fields as flags; a flag given on the command line wins over
 # the same key of --spec FILE.
@@ -58,7 +59,7 @@ _SPEC_FLAGS: list[tuple[str, str, dict[str, Any]]] = [
 
 def _say(message: str) -> None:
     """Progress lines go to stderr: stdout keeps the result (and --format csv/json documents)."""
-    click.echo(message, err=True)
+    click.echo(terminal_text(message), err=True)
 
 
 def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:

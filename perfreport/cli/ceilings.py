@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from perfreport.cli.options import format_option
+from perfreport.errors import terminal_text
 
 
 @click.group(name="ceilings")
@@ -44,7 +45,7 @@ def ceilings_measure_cmd(out_dir: Path, hardware: str | None, seconds: float, dt
 
     result = ceilings_measure(out_dir, hardware=hardware, seconds=seconds,
                               dtypes=[d.strip() for d in dtypes.split(",") if d.strip()],
-                              progress=lambda m: click.echo(m, err=True))
+                              progress=lambda m: click.echo(terminal_text(m), err=True))
     if fmt != "json":  # the JSON document carries them
         for skip in result.skipped:
             click.echo(f"skipped {skip['name']}: {skip['reason']}", err=True)

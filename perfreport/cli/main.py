@@ -12,7 +12,7 @@ import click
 
 from perfreport import __version__
 from perfreport.cli.options import format_option
-from perfreport.errors import PerfReportError
+from perfreport.errors import PerfReportError, terminal_text
 
 _OS_FIXES = {
     errno.ENOSPC: "the disk holding it is full: free space there, or write elsewhere (--out, --lake), then run the "
@@ -113,8 +113,8 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
     from perfreport.ncu.importer import import_ncu
 
     result = import_ncu(campaign_dir, cell_id, list(bundle_paths), strict=strict,
-                        progress=lambda m: click.echo(m, err=True), rep_reader=rep_reader, replace=replace,
-                        hardware_mismatch=hardware_mismatch)
+                        progress=lambda m: click.echo(terminal_text(m), err=True), rep_reader=rep_reader,
+                        replace=replace, hardware_mismatch=hardware_mismatch)
     print_import_summary(result, fmt, next_lever=campaign_next_lever(campaign_dir))
 
 
@@ -213,7 +213,7 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
 
     target, budget = import_step_budget(bundle_dir, path, step_regex)
     for w in budget.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(terminal_text(f"warning: {w}"), err=True)
     busy = sum(s["gpu_busy_ms"] for s in budget.steps)
     gap = sum(s["host_gap_ms"] for s in budget.steps)
     click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
@@ -288,7 +288,7 @@ def campaign_validate_cmd(directory: Path, strict: bool) -> None:
 
     cfg = load_campaign(directory, strict=strict)
     for w in cfg.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(terminal_text(f"warning: {w}"), err=True)
     click.echo(f"{directory}/config.yaml: ok ({len(cfg.cells)} cells, hardware {cfg.hardware})")
 
 

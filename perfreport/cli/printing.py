@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfreport.cli.output import Rows, console, emit, print_table
+from perfreport.errors import terminal_text
 
 if TYPE_CHECKING:
     from perfreport.frontier.value_view import ValueView
@@ -240,7 +241,7 @@ def print_value_view(view: ValueView, fmt: str = "table") -> None:
 
     if fmt == "csv":  # the table prints them too; JSON carries them
         for w in view.warnings:
-            click.echo(f"warning: {w}", err=True)
+            click.echo(terminal_text(f"warning: {w}"), err=True)
     emit(fmt, lambda: _value_view_tables(view),
          lambda: (VALUE_VIEW_COLUMNS, [(i, k.cell_id, k.label, k.kernel_id, k.pct_of_roof, k.saved_pct, k.saved_ms,
                                         k.saved_us_per_step, k.ceiling_key, k.basis)
@@ -252,7 +253,7 @@ def _value_view_tables(view: ValueView) -> None:
     from perfreport.frontier.value_view import pct_text
 
     for w in view.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(terminal_text(f"warning: {w}"), err=True)
     out = console()
     if view.kernels:
         ranked = Table(title=_safe(f"{view.campaign}: kernels by measured time saved (the one ranking; top 10)"),
@@ -265,7 +266,7 @@ def _value_view_tables(view: ValueView) -> None:
         print_table(ranked, out)
     if not view.levers:
         for line in view.final_lines():
-            click.echo(line)
+            click.echo(terminal_text(line))
         return
     table = Table(title=_safe(f"{view.campaign}: levers ranked by estimated value x ease ({view.levers_path.name}: "
                               f"hand-written estimates)"),
@@ -278,7 +279,7 @@ def _value_view_tables(view: ValueView) -> None:
                       "—" if v.score is None else f"{v.score:.2f}", _safe(v.spec.why_lost or v.spec.gate))
     print_table(table, out)
     for line in view.final_lines():
-        click.echo(line)
+        click.echo(terminal_text(line))
 
 
 if TYPE_CHECKING:
@@ -340,7 +341,7 @@ def print_compare(result: CompareResult, fmt: str = "table") -> None:
 
     if fmt == "csv":
         for line in result.not_comparable:
-            click.echo(f"not comparable: {line}", err=True)
+            click.echo(terminal_text(f"not comparable: {line}"), err=True)
     emit(fmt, table, lambda: compare_rows(result),
          lambda: {"metric": result.metric, "vary": result.vary, "not_comparable": result.not_comparable,
                   "groups": [{"cells": [{"campaign": camp, "cell_id": cid, result.vary: value}
