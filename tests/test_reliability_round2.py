@@ -305,3 +305,26 @@ def test_value_view_and_import_progress_print_control_characters_escaped(example
     out = run_cli("import_ncu", "--campaign", str(camp), "--cell-id", "decode-b16-kv2048", "--bundle",
                   str(evil_file), "--hardware-mismatch", "warn", ok=None).output
     assert "\x1b" not in out and "\x07" not in out and "cap\\x1b]52" in out
+
+
+# 8. a key given twice in config.yaml, a column given twice in a samples CSV: refused, never the last one silently
+def test_a_duplicated_config_key_is_refused_with_both_lines(tmp_path: Path) -> None:
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    (camp / "config.yaml").write_text("schema_version: 1\ncampaign: camp\nhardware: h200_sm90\nhardware: h100_sm90\n"
+                                      "sol_rigor: L2\ncells: []\n")
+    line = [x for x in run_cli("campaign", "validate", str(camp), ok=False).output.splitlines() if "duplicate key" in x]
+    assert line == ["  - line 4, column 1: duplicate key 'hardware' (first given at line 3); each key once: keep one"]
+
+
+def test_a_duplicated_samples_column_is_refused(campaign: Path, tmp_path: Path) -> None:
+    src = DATA / "samples" / "zymtrace_like_gpu_kernels.csv"
+    lines = src.read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if not x.startswith("#"))
+    lines[at] = lines[at] + ",samples"
+    lines[at + 1:] = [x + ",1" if x and not x.startswith("#") else x for x in lines[at + 1:]]
+    bad = tmp_path / "dup_samples.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    line = _error_line(run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
+                               ok=False).output)
+    assert "column(s) 'samples' given twice in the header" in line and bad.name in line

@@ -32,7 +32,7 @@ from perfreport.config.context import (
 from perfreport.errors import ConfigError, IdError, InputError
 from perfreport.files import write_text_atomic
 from perfreport.ids import ID_PATTERN, check_id, is_valid_id
-from perfreport.yamlio import error_place
+from perfreport.yamlio import UniqueKeyLoader, error_place
 
 if TYPE_CHECKING:
     from perfreport.config.ceilings import Ceilings
@@ -368,12 +368,14 @@ def _read_yaml(config_path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{config_path}: cannot read it ({exc}); expected a UTF-8 YAML file.") from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         where = error_place(exc) or "(unknown line)"
         problem = getattr(exc, "problem", None) or str(exc)
         context = getattr(exc, "context", None)
         detail = f"{context}; {problem}" if context else problem
+        if problem.startswith("duplicate key"):
+            raise ConfigError(str(config_path), [f"{where}: {problem}"]) from None
         raise ConfigError(str(config_path), [
             f"{where}: YAML syntax error: {detail}. Fix the indentation or quote the value there."
         ]) from exc

@@ -22,7 +22,7 @@ import yaml
 
 from perfreport.config.validate import cut
 from perfreport.errors import ConfigError, InputError, PerfReportError
-from perfreport.yamlio import SAFE_LOADER, error_place
+from perfreport.yamlio import UniqueKeyLoader, error_place
 
 SCHEMA_VERSION = 1
 FALLBACK_FAMILY = "other"
@@ -382,7 +382,7 @@ def _normalize_dates(doc: dict[str, Any]) -> None:
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=SAFE_LOADER)
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:  # where and what, without the snippet of the file's content the error carries
         where = f" at {place}" if (place := error_place(exc)) else ""
         raise ConfigError(source, [f"not valid YAML{where}: {getattr(exc, 'problem', None) or 'parse error'}"]) \

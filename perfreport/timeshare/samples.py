@@ -158,6 +158,10 @@ def _check_header(where: str, header: list[str], line: str) -> None:
     if "share" in header or "share_fraction" in header:
         raise InputError(f"{where}: a 'share' column is ambiguous (fraction or percent?); expected 'share_pct' in "
                          f"percent (0-100), or no share column (it is then computed from samples).")
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:  # a dict of the row keeps the last column of a name: the other's values would vanish unseen
+        raise InputError(f"{where}: column(s) {', '.join(repr(h) for h in twice)} given twice in the header; "
+                         f"expected each column once (kernel,samples[,share_pct]). Drop the repeated column.")
     missing = [c for c in ("kernel", "samples") if c not in header]
     if missing:
         shown = line if len(line) <= 120 else line[:117] + "..."
