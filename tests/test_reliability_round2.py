@@ -328,3 +328,19 @@ def test_a_duplicated_samples_column_is_refused(campaign: Path, tmp_path: Path) 
     line = _error_line(run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
                                ok=False).output)
     assert "column(s) 'samples' given twice in the header" in line and bad.name in line
+
+
+# 13. the raw and the details CSV of one full capture in one cell: the source with FLOP counters supplies the join
+def test_the_source_with_flop_counters_supplies_the_join(tmp_path: Path) -> None:
+    from conftest import write_config
+
+    raw, details = DATA / "h200_oracle" / "oracle_full-raw.csv", DATA / "h200_oracle" / "oracle_full-details.csv"
+    camp = write_config(tmp_path / "camp")
+    for path in (details, raw):  # the details page's id sorts first: it won the tie before
+        run_cli("import_ncu", "--campaign", str(camp), "--cell-id", "c1", "--bundle", str(path), ok=True)
+    out = run_cli("query", "--campaign", str(camp), "--format", "json",
+                  "select ncu_source, count(*) AS n, count(ncu_flops) AS with_flops, count(arithmetic_intensity)"
+                  " AS with_ai from kernel_join group by ncu_source", ok=True).stdout
+    rows = json.loads(out)
+    assert [r["ncu_source"] for r in rows] == [raw.name]
+    assert rows[0]["with_flops"] == rows[0]["n"] > 0 and rows[0]["with_ai"] > 0

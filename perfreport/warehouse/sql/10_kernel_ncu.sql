@@ -1,5 +1,6 @@
 -- kernel_ncu: one row per piece of work ncu saw in a cell: the ncu_kernels rows of the richest ncu source that
--- saw the kernel (section set full > roofline > detailed > basic, then by source id), so --set full counters win
+-- saw the kernel (section set full > roofline > detailed > basic, then a source with FLOP counters for it before
+-- one without: the raw page of a full capture before its details page, then by source id), so --set full counters win
 -- over a --set basic capture of the same cell, and a kernel only the basic capture saw still has its rows.
 -- `kernel` is the join key (warehouse/db.py assign_kernel_keys: the function, or its instantiation where several
 -- ran). A kernel key with several rows (launch configurations, or launches that did different work: a persistent
@@ -8,7 +9,8 @@
 -- on every page, in the import table and in value_view.
 CREATE OR REPLACE VIEW kernel_ncu AS
 WITH ranked AS (
-    SELECT *, ncu_set_rank(section_set) AS set_rank, launches * duration_ns AS ncu_ns
+    SELECT *, ncu_set_rank(section_set) AS set_rank, launches * duration_ns AS ncu_ns,
+           bool_or(flops_total IS NOT NULL) OVER (PARTITION BY cell_id, kernel, source) AS has_flops
     FROM ncu_kernels
 ),
 seen AS (
@@ -18,7 +20,7 @@ seen AS (
 ),
 best AS (
     SELECT * FROM ranked
-    QUALIFY dense_rank() OVER (PARTITION BY cell_id, kernel ORDER BY set_rank, source) = 1
+    QUALIFY dense_rank() OVER (PARTITION BY cell_id, kernel ORDER BY set_rank, NOT has_flops, source) = 1
 ),
 chosen AS (
     SELECT *, count(*) OVER (PARTITION BY cell_id, kernel) AS parts,
