@@ -344,3 +344,42 @@ def test_the_source_with_flop_counters_supplies_the_join(tmp_path: Path) -> None
     rows = json.loads(out)
     assert [r["ncu_source"] for r in rows] == [raw.name]
     assert rows[0]["with_flops"] == rows[0]["n"] > 0 and rows[0]["with_ai"] > 0
+
+
+# 10. nsys rows with a fractional launch count or Min > Max; samples share_pct as fractions of 1: refused by name
+def _nsys_field(tmp_path: Path, index: int, value: str) -> Path:
+    lines = NSYS_CSV.read_text().split("\n")
+    fields = lines[1].split(",")
+    fields[index] = value
+    lines[1] = ",".join(fields)
+    out = tmp_path / "edited_cuda_gpu_kern_sum.csv"
+    out.write_text("\n".join(lines))
+    return out
+
+
+def test_nsys_fractional_instances_and_min_above_max_are_refused(campaign: Path, tmp_path: Path) -> None:
+    bad = _nsys_field(tmp_path, 2, "2.5")  # Instances
+    line = _error_line(run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
+                               ok=False).output)
+    assert "column 'Instances': expected a whole number of launches, got '2.5'" in line
+    bad = _nsys_field(tmp_path, 5, "99999999999")  # Min (ns) above Max (ns)
+    line = _error_line(run_cli("import_nsys", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
+                               ok=False).output)
+    assert "flash_attention_prefill_f16" in line and "Min 99999999999 ns is above Max 57816302 ns" in line
+    assert not _cell(campaign, "kernel_times.json").exists()
+
+
+def test_samples_share_pct_as_fractions_is_refused(campaign: Path, tmp_path: Path) -> None:
+    src = DATA / "samples" / "zymtrace_like_gpu_kernels.csv"
+    rows = [x for x in src.read_text().splitlines() if x and not x.startswith("#")]
+    counts = [int(r.rsplit(",", 1)[1]) for r in rows[1:]]
+    bad = tmp_path / "fraction_samples.csv"
+    bad.write_text("kernel,samples,share_pct\n" + "".join(
+        f"{r.rsplit(',', 1)[0]},{c},{c / sum(counts):.6f}\n" for r, c in zip(rows[1:], counts, strict=True)))
+    line = _error_line(run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(bad),
+                               ok=False).output)
+    assert "fractions of 1, not percents" in line and "Multiply them by 100" in line
+    good = tmp_path / "percent_samples.csv"
+    good.write_text("kernel,samples,share_pct\n" + "".join(
+        f"{r.rsplit(',', 1)[0]},{c},{100 * c / sum(counts):.4f}\n" for r, c in zip(rows[1:], counts, strict=True)))
+    run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(good), ok=True)

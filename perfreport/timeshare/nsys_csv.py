@@ -183,6 +183,14 @@ def _rows(path: Path, lines: list[str], header_at: int, header: list[str]) -> tu
         if not name:
             raise InputError(f"{path}:{n}: empty kernel name in column 'Name'.")
         vals = {role: _number(path, n, header[i], fields[i], f) for role, (i, f) in cols.items() if role != "name"}
+        count_i = cols["instances"][0]
+        count = fields[count_i].strip().replace(",", "")
+        if not re.fullmatch(r"\d+(\.0*)?", count):  # a launch count is whole: 2.5 instances is a damaged row
+            raise InputError(f"{path}:{n}: column '{header[count_i]}': expected a whole number of launches, got "
+                             f"'{quoted(fields[count_i])}'. The row is damaged; re-export the kernel summary.")
+        if "min" in vals and "max" in vals and vals["min"] > vals["max"]:
+            raise InputError(f"{path}:{n}: kernel {quoted(name[:80])}: Min {vals['min']} ns is above Max "
+                             f"{vals['max']} ns; the row is damaged (columns shifted?). Re-export the kernel summary.")
         seen_rows[name] = seen_rows.get(name, 0) + 1
         row = merged.setdefault(name, {"name": name, "instances": 0, "total_ns": 0, "min_ns": None,
                                        "max_ns": None})

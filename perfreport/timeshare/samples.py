@@ -220,4 +220,9 @@ def _finish(path: Path, fmt: str, rows: list[dict[str, Any]], report: str | None
     if shares > 100.5:
         raise InputError(f"'{path}': the share_pct values add up to {shares:.2f}% (> 100); expected percents of "
                          f"one total. Drop the column to compute shares from samples.")
+    if all(given) and total > 0 and 0.99 <= shares <= 1.01 and all(
+            abs(r["share_pct"] - r["samples"] / total) <= 0.005 for r in merged.values()):
+        # fractions of one (0.62, 0.31, ...) read as percents would store every share 100x too small
+        raise InputError(f"'{path}': the share_pct values add up to {shares:.3g}: fractions of 1, not percents "
+                         f"(0-100). Multiply them by 100, or drop the column to compute shares from samples.")
     return Parsed(fmt, list(merged.values()), report=report, tool_version=version, warnings=warnings)
