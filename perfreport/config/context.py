@@ -111,7 +111,7 @@ def missing_context_fields(context: Mapping[str, Any]) -> list[str]:
 # Compared after visible_text, lower-cased and without trailing dots: `TBD.`, `ＴＢＤ`; the dashes are what the site
 # prints for an empty value.
 PLACEHOLDERS = frozenset({"tbd", "todo", "unknown", "na", "?", "-", "--", "xxx", "\u2014", "\u2013", "\u2012",
-                          "\u2015", "\u2212", "none", "null", "tba"})
+                          "\u2015", "\u2212", "\u2026"})
 
 # A field that does not apply to the cell (no serving engine ran, so max_num_seqs has no value) is set to this
 # marker, best with why: `max_num_seqs: "n/a: PyTorch eager layer, no serving engine"`. It is a value, not a gap: the
