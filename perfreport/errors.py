@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 
-def terminal_text(text: str) -> str:
-    """Text safe to print: every control and format character but the line break escaped (`\\x1b`, `\\u202e`),
-    so data (a kernel or file name) never moves the cursor, sets the clipboard (OSC 52) or reorders a line."""
+def terminal_text(text: str, keep_newlines: bool = True) -> str:
+    """Text safe to print: every control and format character escaped (`\\x1b`, `\\u202e`), line breaks too unless
+    kept (a table cell keeps none), so data (a kernel or file name) never moves the cursor, sets the clipboard
+    (OSC 52), reorders a line or splits a row."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode("ascii") for c in text)
+    kept = "\n" if keep_newlines else ""
+    return "".join(c if c.isprintable() or c in kept else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class PerfReportError(click.ClickException):

@@ -19,10 +19,8 @@ if TYPE_CHECKING:
 
 
 def _safe(text: str) -> str:
-    """Text with control characters escaped (`\\x1b`, `\\n`): a name never moves the cursor or splits a row."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    """A table cell's text: control characters escaped, line breaks too (`\\x1b`, `\\n`)."""
+    return terminal_text(text, keep_newlines=False)
 
 
 def _num(v: float | None, fmt: str) -> str:

@@ -412,8 +412,9 @@ class Ceilings:
     def with_hardware(self, token: str, block: dict[str, Any], source: str) -> Ceilings:
         """These ceilings plus one hardware block built here, not read from YAML (hardware: from-capture,
         config/capture_ceilings.py); `source` is the file it came from, listed with the others."""
-        doc = {**self._doc, "hardware": {**self._hardware, token: block}}
-        return Ceilings(doc, [*self.sources, source], list(self.warnings))
+        doc = {**self._doc, "hardware": {**self._hardware, token: block}}  # a token given again is replaced
+        sources = list(self.sources) if source in self.sources else [*self.sources, source]
+        return Ceilings(doc, sources, list(self.warnings))
 
     def dtype_ceiling(self, dtype: str) -> str | None:
         """The ceiling name a tensor dtype is judged against (dtype_ceiling_map), or None when it maps to none."""

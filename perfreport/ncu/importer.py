@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from dataclasses import replace as replace_field
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +212,9 @@ class _Run:
                 f"*.peak_sustained FMA and tensor-path counters, with the clocks), so hardware: "
                 f"{capture_ceilings.FROM_CAPTURE} has no ceiling to score them against. Capture with --set full "
                 f"(or --section SpeedOfLight_RooflineChart), or name the GPU's token in `hardware:`.")
-        base = campaign_ceilings(replace_field(campaign, capture_ceilings=None))
-        ceilings = base.with_hardware(grown["token"], capture_ceilings.hardware_block(grown),
-                                      str(capture_ceilings.path_of(campaign.dir)))
+        # the loaded ceilings, their from-capture block (if any) replaced by the grown one: no file read again
+        ceilings = self.ctx.ceilings.with_hardware(grown["token"], capture_ceilings.hardware_block(grown),
+                                                   str(capture_ceilings.path_of(campaign.dir)))
         self.ctx = DeriveContext(ceilings=ceilings, hardware=grown["token"])
         return grown
 
