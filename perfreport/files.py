@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gzip
 import hashlib
@@ -60,6 +61,11 @@ def write_text_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write past the disk or the file-size limit names no file: name the target
+            raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -153,8 +159,22 @@ def gunzip_bounded(src: Path, dst: IO[bytes], label: str) -> int:
             written += len(piece)
             if written > limit:
                 raise gzip_bomb(label, size)
-            dst.write(piece)
+            try:
+                dst.write(piece)
+            except OSError as exc:  # the scratch disk, not the .gz: say so (re-compressing would not help)
+                raise scratch_full(label, dst, exc, written) from exc
     return written
+
+
+def scratch_full(label: str, dst: IO[bytes], exc: OSError, written: int) -> InputError:
+    """The error for a gunzip whose temporary copy cannot be written (ENOSPC, EFBIG, EDQUOT): the .gz is fine."""
+    where = os.path.dirname(os.fsdecode(getattr(dst, "name", ""))) or tempfile.gettempdir()
+    code = errno.errorcode.get(exc.errno or 0, "")
+    return InputError(
+        f"{label}: cannot write its uncompressed copy into the temporary folder '{where}' after {written:,} "
+        f"bytes: {exc.strerror or exc}{f' ({code})' if code else ''}. The .gz itself is fine: the disk holding the "
+        f"temporary folder is full or limits file size. Free space there, or point TMPDIR at a disk with room "
+        f"(`TMPDIR=/path/with/room perftunereport ...`), or gunzip it yourself and pass the uncompressed file.")
 
 
 def gunzip_bytes(data: bytes, label: str) -> bytes:

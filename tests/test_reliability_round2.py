@@ -5,13 +5,23 @@ before is byte-identical after."""
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
+RAW_MS = DATA / "h200_capture" / "run1" / "bundle" / "ncu-profiles" / "gemm_bf16_full-raw.csv"
+TRACE = DATA / "torch" / "decode_steps_torch_trace.json.gz"
 NSYS_CSV = DATA / "nsys" / "dotllm_rtx4090_nsys2024.6.2_cuda_gpu_kern_sum.csv"
 
 
@@ -383,3 +393,181 @@ def test_samples_share_pct_as_fractions_is_refused(campaign: Path, tmp_path: Pat
     good.write_text("kernel,samples,share_pct\n" + "".join(
         f"{r.rsplit(',', 1)[0]},{c},{100 * c / sum(counts):.4f}\n" for r, c in zip(rows[1:], counts, strict=True)))
     run_cli("import_samples", "--campaign", str(campaign), "--cell-id", "c1", str(good), ok=True)
+
+
+# 9. a write past the file-size limit names its real cause: the scratch copy of a .gz (not the .gz), the cell file
+def _limited(args: list[str], tmp_path: Path, limit: int) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a child whose files may grow to `limit` bytes (RLIMIT_FSIZE: writes past it fail with EFBIG,
+    as on a full or size-limited disk), TMPDIR in tmp_path."""
+    def cap() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG to the writer instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([str(Path(sys.executable).parent / "perftunereport"), *args], capture_output=True, text=True,
+                          env=env, preexec_fn=cap, check=False)
+
+
+def test_a_gunzip_into_a_full_scratch_disk_blames_the_scratch_disk(campaign: Path, tmp_path: Path) -> None:
+    gz = DATA.parent.parent / "campaigns" / "h200-decoder-layer" / "captures" / "decode" / "layer_basic.ncu-rep.gz"
+    run = _limited(["import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(gz)], tmp_path,
+                   1 << 20)
+    assert run.returncode == 2, run.stderr
+    line = _error_line(run.stderr)
+    assert f"report '{gz}'" in line and str(tmp_path / "scratch") in line and "(EFBIG)" in line
+    assert "The .gz itself is fine" in line and "TMPDIR" in line
+    assert "re-compress" not in line
+    assert not _cell(campaign, "ncu_kernels.json").exists()
+
+
+def test_a_cell_write_past_the_size_limit_names_the_file(campaign: Path, tmp_path: Path) -> None:
+    rep = DATA / "wild" / "yzwang-cudacode" / "yzwang_profile.ncu-rep"
+    run = _limited(["import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(rep),
+                    "--hardware-mismatch", "warn"], tmp_path,
+                   4096)
+    assert run.returncode == 2, run.stderr
+    line = _error_line(run.stderr)
+    assert "(EFBIG)" in line and f"'{campaign / 'cells' / 'c1'}" in line and "ulimit -f" in line
+    assert not list((campaign / "cells" / "c1").glob(".*.tmp"))  # no temp file left behind
+
+
+@pytest.mark.parametrize(("value", "needle"), [("abc", "(unit 'ms') holds 'abc'"),
+                                               ("-5", "is negative (the cell holds '-5 ms')")])
+def test_a_bad_raw_value_is_reported_in_the_unit_the_file_prints(campaign: Path, tmp_path: Path, value: str,
+                                                                  needle: str) -> None:
+    rows = list(csv.reader(RAW_MS.open(newline="")))
+    j = rows[0].index("gpu__time_duration.sum")
+    assert rows[1][j] == "ms"  # the real export prints durations in ms; the base unit is ns
+    rows[2][j] = value
+    bad = tmp_path / "bad-raw.csv"
+    with bad.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    run = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bad), ok=False)
+    line = _error_line(run.output)
+    assert needle in line and f"{bad.name}:3" in line and "'ns'" not in line and "nsecond" not in line
+
+
+def _trace_doc() -> dict[str, Any]:
+    return json.loads(gzip.decompress(TRACE.read_bytes()))
+
+
+def _import_trace(campaign: Path, path: Path, ok: bool = True) -> tuple[str, dict[str, tuple[int, int]]]:
+    """Import a trace into c1; return the output and kernel name -> (instances, total_ns) of the cell."""
+    run = run_cli("import_torch_trace", "--campaign", str(campaign), "--cell-id", "c1", str(path), ok=ok)
+    if not ok:
+        return run.output, {}
+    rows = json.loads(_cell(campaign, "kernel_times.json").read_text())["kernels"]
+    out: dict[str, tuple[int, int]] = {}
+    for r in (r for r in rows if r["source"] == path.name):  # by launching op where the trace has shapes: summed
+        n, total = out.get(r["name"], (0, 0))
+        out[r["name"]] = (n + r["instances"], total + r["total_ns"])
+    return run.output, out
+
+
+def _write_trace(tmp_path: Path, doc: dict[str, Any], name: str) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_string_dur_is_named_a_string(campaign: Path, tmp_path: Path) -> None:
+    doc = _trace_doc()
+    first = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    first["dur"] = "30"
+    out, _ = _import_trace(campaign, _write_trace(tmp_path, doc, "str_dur.json"), ok=False)
+    line = _error_line(out)
+    assert "expected 'dur' a JSON number >= 0" in line and 'got the string "30" (write numbers unquoted)' in line
+
+
+# 10. a torch trace's kernel event written twice is counted once, by name; B/E pairs are kernels too
+def test_a_kernel_event_written_twice_is_counted_once_and_named(campaign: Path, tmp_path: Path) -> None:
+    _, truth = _import_trace(campaign, TRACE)
+    doc = _trace_doc()
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    doc["traceEvents"] += [dict(kernels[0]), dict(kernels[0]), dict(kernels[5])]
+    out, got = _import_trace(campaign, _write_trace(tmp_path, doc, "twice.json"))
+    assert got == truth  # 84 kernels, not 87: the copies add no time
+    assert "3 kernel event(s) appear more than once (same stream, name, start and duration)" in out
+    assert "vectorized_layer_norm_kernel" in out.replace("\n", "")
+
+
+def test_a_kernel_with_another_start_is_not_a_copy(campaign: Path, tmp_path: Path) -> None:
+    _, truth = _import_trace(campaign, TRACE)
+    doc = _trace_doc()
+    again = dict(next(e for e in doc["traceEvents"] if e.get("cat") == "kernel"))
+    again["ts"] += 100.0  # the same kernel run again later: a real launch
+    doc["traceEvents"].append(again)
+    out, got = _import_trace(campaign, _write_trace(tmp_path, doc, "again.json"))
+    name = again["name"]
+    assert got[name] == (truth[name][0] + 1, truth[name][1] + round(again["dur"] * 1000))
+    assert "more than once" not in out
+
+
+def test_kernels_written_as_begin_end_pairs_are_counted(campaign: Path, tmp_path: Path) -> None:
+    _, truth = _import_trace(campaign, TRACE)
+    doc = _trace_doc()
+    events = []
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e.get("ph") == "X":
+            b = {k: v for k, v in e.items() if k != "dur"} | {"ph": "B"}
+            events += [b, {"ph": "E", "cat": "kernel", "pid": e["pid"], "tid": e["tid"],
+                           "ts": round(e["ts"] + e["dur"], 3)}]
+        else:
+            events.append(e)
+    doc["traceEvents"] = events
+    out, got = _import_trace(campaign, _write_trace(tmp_path, doc, "begin_end.json"))
+    assert got.keys() == truth.keys()
+    for name, (n, total) in truth.items():  # end - start of microsecond timestamps near 5.4e12: within 1 ns each
+        assert got[name][0] == n and abs(got[name][1] - total) <= n, name
+    # an unpaired B is not counted and is named
+    doc["traceEvents"].append({"ph": "B", "cat": "kernel", "name": "lonely_kernel", "pid": 0, "tid": 99, "ts": 1.0})
+    out, got2 = _import_trace(campaign, _write_trace(tmp_path, doc, "lonely.json"))
+    assert "1 kernel 'B'/'E' event(s) without their pair on the same stream are not counted: 'lonely_kernel' x1" \
+        in out.replace("\n", " ").replace("  ", " ")
+    assert "lonely_kernel" not in got2 and got2 == got
+
+
+def _raw_rows() -> list[list[str]]:
+    return list(csv.reader(RAW_MS.open(newline="")))
+
+
+def _write_csv(path: Path, rows: list[list[str]]) -> Path:
+    with path.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    return path
+
+
+def _launches(campaign: Path) -> list[dict[str, Any]]:
+    return list(json.loads(_cell(campaign, "ncu_kernels.json").read_text())["kernels"])
+
+
+# 10. a raw CSV row written twice is one launch (named in a warning); two launches under one ID are refused
+def test_a_raw_row_written_twice_is_one_launch(campaign: Path, tmp_path: Path) -> None:
+    rows = _raw_rows()
+    once = _write_csv(tmp_path / "once-raw.csv", rows)
+    run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(once), ok=True)
+    truth = _launches(campaign)
+    twice = _write_csv(tmp_path / "twice-raw.csv", [*rows, rows[2]])
+    run = run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(twice),
+                  "--replace", ok=True)
+    (got,) = [k for k in _launches(campaign) if k["source"] == twice.name]
+    (want,) = [k for k in truth if k["source"] == once.name]
+    assert got["launches"] == 1 == want["launches"] and got["launch_ids"] == want["launch_ids"]
+    assert got["duration_ns"] == want["duration_ns"]
+    flat = " ".join(run.output.split())
+    assert "1 row(s) repeat a launch ID already read, with the same values, and are counted once: line 4 = line 3" \
+        in flat
+
+
+def test_two_launches_under_one_id_are_refused(campaign: Path, tmp_path: Path) -> None:
+    rows = _raw_rows()
+    other = list(rows[2])
+    j = rows[0].index("gpu__time_duration.sum")
+    other[j] = "2.5"
+    bad = _write_csv(tmp_path / "clash-raw.csv", [*rows, other])
+    line = _error_line(run_cli("import_ncu", "--campaign", str(campaign), "--cell-id", "c1", "--bundle", str(bad),
+                               ok=False).output)
+    assert f"{bad.name}:4: launch ID {rows[2][rows[0].index('ID')]} again (first at line 3) with another values" \
+        in line

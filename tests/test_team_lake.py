@@ -266,3 +266,33 @@ def test_unreachable_catalog_storage_or_driver_is_one_message_without_traceback(
         monkeypatch.setenv(f"PYICEBERG_CATALOG__TEAM__{key}", team_lake.properties()[
             key.lower().replace("__", ".").replace("_", "-")])
     assert query(team_lake, TABLE_ROWS) == [{"k": 39, "c": 2, "s": 4, "p": 1}]  # nothing reached the lake
+
+
+@pytest.mark.parametrize("days", [8, -3])
+def test_a_publish_from_a_wrong_clock_is_refused_by_the_catalog_servers_clock(
+        team_lake: TeamLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: int) -> None:
+    """Issue 29, item 6: PostgreSQL's now() is the lake's clock; a host days off it publishes nothing."""
+    from datetime import UTC, datetime, timedelta
+
+    from perfreport.lake import writer
+
+    camp = synthetic_campaign(tmp_path / "clock", cells=1, kernels=2)
+    run_cli("publish_to_lake", "--campaign", str(camp), "--lake", team_lake.lake, ok=True)
+    before, objects = catalog_state(team_lake), warehouse_files(team_lake)
+    real = datetime
+
+    class Off(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+            return real.now(tz or UTC) + timedelta(days=days)
+
+    monkeypatch.setattr(writer, "datetime", Off)
+    out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", team_lake.lake, ok=False).output
+    (line,) = [x for x in out.splitlines() if x.startswith("Error:")]
+    gap = f"{abs(days) * 24:,}"
+    assert f"{'ahead of' if days > 0 else 'behind'} the lake's catalog server" in line
+    assert f", {gap}.0 h " in line and "PostgreSQL now()" in line and "within 10 min" in line
+    assert "nothing was written" in line and "Traceback" not in out
+    assert catalog_state(team_lake) == before and warehouse_files(team_lake) == objects
+    monkeypatch.setattr(writer, "datetime", real)  # the right clock publishes again
+    run_cli("publish_to_lake", "--campaign", str(camp), "--lake", team_lake.lake, ok=True)

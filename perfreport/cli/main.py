@@ -17,6 +17,8 @@ from perfreport.errors import PerfReportError, terminal_text
 _OS_FIXES = {
     errno.ENOSPC: "the disk holding it is full: free space there, or write elsewhere (--out, --lake), then run the "
                   "command again",
+    errno.EFBIG: "the file would pass the largest file this system allows (ulimit -f, or the file system's own "
+                 "limit): raise the limit, or write on a file system that allows it, then run the command again",
     errno.EDQUOT: "the disk quota is used up: free space, or write elsewhere (--out, --lake), then run it again",
     errno.EROFS: "that file system is read-only: write elsewhere (--out, --lake) or remount it read-write",
     errno.EACCES: "no permission there: fix the permissions (ls -ld the folder) or write elsewhere",

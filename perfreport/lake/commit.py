@@ -25,7 +25,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +38,7 @@ MARK = "perfreport.publish"
 COMMIT_ATTEMPTS = 20  # a trial lost 13/100 commits with 4 retries under 4 writers, none with 20
 HOOK_ENV = "PERFREPORT_LAKE_TEST_HOOK"  # tests only: "<point>:<folder>" pauses the writer at <point>
 REST_TRANSACTIONS = "transactions/commit"
+CLOCK_SKEW = timedelta(minutes=10)  # NTP keeps hosts within milliseconds; minutes apart is a wrong clock
 
 
 @dataclass
@@ -135,6 +136,36 @@ def expiry_cutoff(when: datetime, snapshot_ms: list[int]) -> datetime | None:
         return None
     newest = datetime.fromtimestamp(max(snapshot_ms) / 1000, UTC)
     return min(when, newest) - SNAPSHOT_RETENTION
+
+
+def catalog_clock(catalog: Any) -> datetime | None:
+    """The catalog server's own time (PostgreSQL's now()): the lake's reference clock. None for a catalog with no
+    clock of its own (SQLite runs in this process: its clock is this host's)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy import text
+
+    if not isinstance(catalog, SqlCatalog) or catalog.engine.dialect.name != "postgresql":
+        return None
+    with catalog.engine.connect() as con:
+        value = con.execute(text("SELECT now()")).scalar()
+    return value.astimezone(UTC) if isinstance(value, datetime) else None
+
+
+def check_clock(catalog: Any, when: datetime) -> None:
+    """Refuse a publish whose clock is more than CLOCK_SKEW from the catalog server's: its publication and
+    snapshots would be misdated in the lake's history (and, ahead, would age every other snapshot toward expiry)."""
+    server = catalog_clock(catalog)
+    if server is None or abs(when - server) <= CLOCK_SKEW:
+        return
+    gap = when - server
+    hours = abs(gap).total_seconds() / 3600
+    raise PerfReportError(
+        f"publish_to_lake: this host's clock reads {when.isoformat(timespec='seconds')}, {hours:,.1f} h "
+        f"{'ahead of' if gap > timedelta(0) else 'behind'} the lake's catalog server "
+        f"({server.isoformat(timespec='seconds')}, PostgreSQL now()); expected them within "
+        f"{CLOCK_SKEW.total_seconds() / 60:.0f} min. A publication stamped by a wrong clock misdates the lake's "
+        f"history and its snapshot expiry. Set this host's clock (timedatectl set-ntp true, or chrony) and publish "
+        f"again; nothing was written.")
 
 
 def _transaction(table: Any, name: str, pub: Publish) -> Any:
@@ -303,6 +334,7 @@ def commit_publish(catalog: Any, pub: Publish) -> CommitResult:
     Any failure (a full disk, a read-only lake, Ctrl-C) deletes every file this publish wrote and did not commit:
     the lake folder is left as it was.
     """
+    check_clock(catalog, pub.when)
     written: list[tuple[Any, str]] = []
     try:
         return _commit(catalog, pub, written)

@@ -139,6 +139,18 @@ def load_json(path: Path, text: str, expected: str, hint: str = "") -> Any:
                          f"{expected}, whose counts and times fit 64 bits.") from None
 
 
+def json_value(value: Any) -> str:
+    """A JSON value as a message names it, its type first: the string "30" is not the number 30."""
+    if isinstance(value, str):
+        return f"the string {json.dumps(cut(value, QUOTED_CHARS), ensure_ascii=False)} (write numbers unquoted)"
+    if value is None or isinstance(value, bool):
+        return f"{json.dumps(value)}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    return f"{'an object' if isinstance(value, dict) else 'a list' if isinstance(value, list) else 'a value'} " \
+           f"{quoted(value)}"
+
+
 def quoted(value: Any) -> str:
     """A value as a message quotes it: at most QUOTED_CHARS characters, nesting cut short (reprlib)."""
     return cut(value if isinstance(value, str) else reprlib.repr(value), QUOTED_CHARS)

@@ -16,7 +16,7 @@ from typing import Any
 
 from perfreport.errors import InputError
 from perfreport.files import gunzip_bytes
-from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, load_json, quoted
+from perfreport.timeshare.model import INT64_LIMIT, Parsed, decode_text, json_value, load_json, quoted
 from perfreport.timeshare.useful_flops import launching_ops
 
 EXPECTED = "a PyTorch profiler Chrome trace (.json or .json.gz from `prof.export_chrome_trace(...)`)"
@@ -48,6 +48,84 @@ def load_events(path: Path, data: bytes) -> list[Any]:
     return events
 
 
+def _kernel_name(path: Path, i: int, e: dict[str, Any]) -> str:
+    name = e.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"'{path}': traceEvents[{i}]: kernel event without a name; the trace is damaged.")
+    return name
+
+
+def _microseconds(path: Path, i: int, name: str, key: str, value: Any) -> float:
+    """A kernel event's time field (`dur`, `ts`) as a number of microseconds, or an error naming its JSON type."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value * 1000 < INT64_LIMIT:
+        raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected {key!r} a JSON number >= 0 "
+                         f"(microseconds, below 2^63 ns), got {json_value(value)}; the trace is damaged.")
+    return float(value)
+
+
+def _kernel_spans(path: Path, events: list[Any]) -> tuple[list[tuple[int, str, int]], list[str]]:
+    """Each GPU kernel of the trace once, as (event index, name, duration ns), and the warnings of reading them.
+
+    Complete events ("ph": "X") and begin/end pairs ("B" then "E" on the same pid and tid, the other spelling of
+    the Chrome trace format) are kernels. A copy of an event already seen (same pid, tid, name, start and
+    duration: a trace merged or concatenated twice) is counted once and named in a warning; a "B" without its
+    "E" (or the reverse) is not counted and is named too."""
+    spans: list[tuple[int, str, int]] = []
+    seen: set[tuple[Any, ...]] = set()
+    copies: Counter[str] = Counter()
+    open_begins: dict[tuple[Any, Any], list[tuple[int, str, float]]] = {}
+    unmatched: Counter[str] = Counter()
+
+    def add(i: int, e: dict[str, Any], name: str, dur: float) -> None:
+        key = (quoted(e.get("pid")), quoted(e.get("tid")), name, e.get("ts"), dur)
+        if key in seen:
+            copies[name] += 1
+            return
+        seen.add(key)
+        spans.append((i, name, round(dur * 1000)))
+
+    for i, e in enumerate(events):
+        if not (isinstance(e, dict) and e.get("cat") == "kernel"):
+            continue
+        ph = e.get("ph")
+        if ph == "X":
+            name = _kernel_name(path, i, e)
+            add(i, e, name, _microseconds(path, i, name, "dur", e.get("dur")))
+        elif ph in ("B", "E"):
+            lane = (quoted(e.get("pid")), quoted(e.get("tid")))
+            stack = open_begins.setdefault(lane, [])
+            if ph == "B":
+                name = _kernel_name(path, i, e)
+                stack.append((i, name, _microseconds(path, i, name, "ts", e.get("ts"))))
+                continue
+            if not stack:
+                unmatched[quoted(e.get("name", "<no name>"))] += 1
+                continue
+            b, name, start = stack.pop()
+            end = _microseconds(path, i, name, "ts", e.get("ts"))
+            if end < start:
+                raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): its 'E' (ts {end}) comes before its "
+                                 f"'B' (traceEvents[{b}], ts {start}); the trace is damaged.")
+            add(b, events[b], name, end - start)
+    for stack in open_begins.values():
+        unmatched.update(name for _, name, _ in stack)
+    warnings = []
+    if copies:
+        warnings.append(f"{sum(copies.values())} kernel event(s) appear more than once (same stream, name, start "
+                        f"and duration), each counted once: {_named(copies)}. A trace merged or concatenated "
+                        f"twice holds such copies; export it again from one profiler run.")
+    if unmatched:
+        warnings.append(f"{sum(unmatched.values())} kernel 'B'/'E' event(s) without their pair on the same stream "
+                        f"are not counted: {_named(unmatched)}. The trace was cut short or edited.")
+    return spans, warnings
+
+
+def _named(counts: Counter[str]) -> str:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{name[:60]!r} x{n}" for name, n in top[:3])
+    return shown + (f" and {len(top) - 3} more" if len(top) > 3 else "")
+
+
 def read_torch_trace(path: Path, data: bytes) -> Parsed:
     """Aggregate the kernel events of a Chrome trace per kernel name, and per launching op and shapes where the
     trace records them."""
@@ -55,17 +133,9 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
     ops = launching_ops(events)  # empty without record_shapes: one row per name, useful FLOPs unknown
     cats = Counter(c if isinstance(c := e.get("cat"), str | None) else f"<{type(c).__name__}>"
                    for e in events if isinstance(e, dict))
+    spans, warnings = _kernel_spans(path, events)
     merged: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
-    for i, e in enumerate(events):
-        if not (isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"):
-            continue
-        name, dur = e.get("name"), e.get("dur")
-        if not isinstance(name, str) or not name.strip():
-            raise InputError(f"'{path}': traceEvents[{i}]: kernel event without a name; the trace is damaged.")
-        if not isinstance(dur, int | float) or isinstance(dur, bool) or not 0 <= dur * 1000 < INT64_LIMIT:
-            raise InputError(f"'{path}': traceEvents[{i}] ({name[:60]}): expected 'dur' a number >= 0 "
-                             f"(microseconds, below 2^63 ns), got {quoted(dur)}; the trace is damaged.")
-        ns = round(dur * 1000)
+    for i, name, ns in spans:
         op = ops.get(i)
         key = (name, op.op, op.shapes) if op else (name, None, None)
         row = merged.setdefault(key, {"name": name, "op": key[1], "shapes": key[2], "instances": 0, "total_ns": 0,
@@ -81,7 +151,6 @@ def read_torch_trace(path: Path, data: bytes) -> Parsed:
             f"'{path}': a Chrome trace with no GPU kernel events (\"cat\": \"kernel\"); event categories seen: "
             f"{seen}. {PROFILE_HOW}"
         )
-    warnings = []
     other_gpu = {c: n for c, n in cats.items() if c in ("gpu_memset", "gpu_memcpy")}
     if other_gpu:
         warnings.append(" and ".join(f"{n} {c}" for c, n in sorted(other_gpu.items())) +

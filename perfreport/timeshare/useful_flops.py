@@ -95,7 +95,7 @@ def launching_ops(events: Sequence[Any]) -> dict[int, LaunchingOp]:
     kernels: dict[int, Any] = {}
     first: dict[Any, tuple[float, int]] = {}  # External id -> (ts, index) of the op's first kernel
     for i, e in enumerate(events):
-        if isinstance(e, dict) and e.get("cat") == "kernel" and isinstance(e.get("args"), dict):
+        if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") != "E" and isinstance(e.get("args"), dict):
             ext, ts = e["args"].get("External id"), e.get("ts")
             if ext not in ops:
                 continue

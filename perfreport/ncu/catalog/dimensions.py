@@ -51,10 +51,12 @@ def unit_problem(metric: str, printed: str, base: str | None) -> str | None:
             f"(`ncu --import R.ncu-rep --csv --page raw`) or correct the unit")
 
 
-def value_problem(metric: str, value: float) -> str | None:
-    """Why `value` (in base units) cannot be `metric`'s value: not finite, or negative; None when it can."""
+def value_problem(metric: str, value: float, printed: str | None = None) -> str | None:
+    """Why `value` (in base units) cannot be `metric`'s value: not finite, or negative; None when it can. A reader
+    passes the cell as `printed` (value and its unit, '-5 msecond'): the message shows the file's own words."""
     if 0.0 <= value < math.inf or metric not in metric_dimensions():
         return None
     what = "not a finite number" if not math.isfinite(value) else "negative"
-    return (f"metric {metric!r} is {what} ({value!r}); expected a finite number >= 0 (ncu prints no other for "
+    shown = f"the cell holds {printed!r}" if printed is not None else repr(value)
+    return (f"metric {metric!r} is {what} ({shown}); expected a finite number >= 0 (ncu prints no other for "
             f"this metric). The export was damaged or edited; export it again")

@@ -53,11 +53,12 @@ def convert(text: str, factor: float = 1.0) -> Converted | None:
 class Column:
     """How to convert one raw-page column: its unit factor and the plain values already converted."""
 
-    __slots__ = ("name", "index", "factor", "exp", "base", "required", "memo")
+    __slots__ = ("name", "index", "factor", "exp", "base", "unit", "required", "memo")
 
     def __init__(self, name: str, index: int, unit: str | None) -> None:
         self.name = name
         self.index = index
+        self.unit = unit  # as the units row prints it (msecond): what a message about a cell names
         if unit is None:
             self.factor, self.base = 1.0, None
         else:

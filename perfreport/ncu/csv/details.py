@@ -175,10 +175,10 @@ class _Reader:
         if converted is None:
             return
         value, tolerance = converted
-        problem = value_problem(key, value)
-        if problem:
+        if value_problem(key, value):
             shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:37] + "..."
-            raise InputError(f"{self.table.where(k)}: {section!r} / {label!r}: {problem}; the cell holds {shown!r}.")
+            problem = value_problem(key, value, f"{shown} {unit}" if unit else shown)
+            raise InputError(f"{self.table.where(k)}: {section!r} / {label!r}: {problem}.")
         if key in launch.metrics:
             self.merge(launch, precision, key, value, tolerance, section, label)
             return

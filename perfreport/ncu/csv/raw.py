@@ -54,6 +54,8 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
     dims = metric_dimensions()
     checked = [c for c in columns if c.name in dims]  # the values derivation reads: finite and >= 0
     units_template = {c.name: c.base or "" for c in columns} if has_units else {}
+    by_id: dict[int, tuple[int, KernelLaunch]] = {}
+    copies: list[tuple[int, int, str]] = []  # (line, line of the first, kernel) of rows written twice
     for k in range(data_start, len(rows)):
         row = rows[k]
         if len(row) != len(header):
@@ -68,8 +70,19 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
             for name in absent:
                 del units[name]
             launch.units = units
-        capture.launches.append(launch)
         rows[k] = []  # release the row's strings as we go: lowers peak memory on big exports
+        if (earlier := by_id.get(launch.launch_id)) is not None:
+            _check_copy(table, k, launch, *earlier)
+            copies.append((table.row_lines[k], table.row_lines[earlier[0]], launch.name))
+            continue
+        by_id[launch.launch_id] = (k, launch)
+        capture.launches.append(launch)
+    if copies:
+        capture.warnings.append(
+            f"{table.path}: {len(copies)} row(s) repeat a launch ID already read, with the same values, and are "
+            f"counted once: " + ", ".join(f"line {a} = line {b} ({name[:60]!r})" for a, b, name in copies[:3]) +
+            (f" and {len(copies) - 3} more" if len(copies) > 3 else "") + ". Files concatenated or merged twice "
+            "hold such copies; export the report again with ncu --csv --page raw.")
     if seen_lists:
         capture.warnings.append(
             f"{table.path}: {len(seen_lists)} column(s) hold per-instance value lists ('a; b; c'), e.g. "
@@ -78,6 +91,18 @@ def read_wide(table: CsvTable, only: frozenset[str] | None = None) -> Capture:
         )
     _provenance(capture, names)
     return capture
+
+
+def _check_copy(table: CsvTable, k: int, launch: KernelLaunch, first_k: int, first: KernelLaunch) -> None:
+    """A row repeating a launch ID must repeat its kernel and values (a copy): anything else is two launches under
+    one ID, which no ncu export holds."""
+    if launch.name == first.name and launch.metrics == first.metrics and launch.text == first.text:
+        return
+    what = "kernel" if launch.name != first.name else "values"
+    raise InputError(
+        f"{table.where(k)}: launch ID {launch.launch_id} again (first at line {table.row_lines[first_k]}) with "
+        f"another {what}; expected each launch once (ncu numbers launches uniquely in a report). The file joins "
+        f"two exports or was edited: export each report on its own with ncu --csv --page raw.")
 
 
 def _fill(table: CsvTable, k: int, launch: KernelLaunch, columns: list[Column], cells: list[str],
@@ -105,7 +130,7 @@ def _cell(table: CsvTable, k: int, launch: KernelLaunch, col: Column, s: str, pr
         elif col.required:
             shown = t if len(t) <= 60 else t[:57] + "..."
             raise InputError(
-                f"{table.where(k)}: column {col.index + 1} {col.name!r} (unit {col.base!r}) holds {shown!r}, "
+                f"{table.where(k)}: column {col.index + 1} {col.name!r} (unit {col.unit!r}) holds {shown!r}, "
                 f"expected a number such as 1.23 or 1,234 (or empty / n/a for no value). The row is damaged "
                 f"or was edited; re-export it with ncu --csv."
             ) from None
@@ -133,10 +158,10 @@ def _check_values(table: CsvTable, k: int, launch: KernelLaunch, checked: list[C
     for col in checked:
         v = metrics.get(col.name)
         if v is not None and not 0.0 <= v < _INF:
-            problem = value_problem(col.name, v)
             shown = row[col.index].strip()
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
-            raise InputError(f"{table.where(k)}: column {col.index + 1}: {problem}; the cell holds {shown!r}.")
+            problem = value_problem(col.name, v, f"{shown} {col.unit}" if col.unit else shown)
+            raise InputError(f"{table.where(k)}: column {col.index + 1}: {problem}.")
 
 
 def _warn_unknown_units(capture: Capture, table: CsvTable, columns: list[Column]) -> None:
