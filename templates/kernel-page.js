@@ -188,9 +188,12 @@
       return;
     }
     reasons.sort(function (a, b) { return (cycles[b] || share[b] || 0) - (cycles[a] || share[a] || 0); });
+    // the total said is the sum of the rows shown; ncu's own cycles between issues is named beside it, as the
+    // per-reason counters are sampled and need not add up to it exactly
+    var sum = reasons.reduce(function (t, r) { return t + (isNum(cycles[r]) ? cycles[r] : 0); }, 0);
     s.appendChild(el("p", "Cycles a warp spends stalled on each reason per instruction it issues (ncu's Warp " +
-                          "State Statistics); they add up to the " + num(k.warp_cycles_per_issued_inst) +
-                          " cycles between two issued instructions.", "note"));
+                          "State Statistics); the rows below add up to " + num(sum) + " cycles (ncu's warp " +
+                          "cycles per issued instruction: " + num(k.warp_cycles_per_issued_inst) + ").", "note"));
     s.appendChild(table("stalls-table", ["reason", "cycles per issued instruction", "share (%)"],
       reasons.map(function (r) {
         return [r, n(cycles[r], num(cycles[r])), n(share[r], isNum(share[r]) ? share[r].toFixed(1) : DASH)];

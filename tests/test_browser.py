@@ -284,6 +284,13 @@ def test_kernel_page_draws_every_part_of_one_kernel(browser: Any, example_site: 
         assert stalls.count() == len(row["warp_stall_cycles"])
         top = max(row["warp_stall_cycles"], key=row["warp_stall_cycles"].get)
         assert stalls.first.inner_text().startswith(top)
+        shown = [float(c) for c in visit.page.locator("#stalls-table tbody tr td:nth-child(2)").all_inner_texts()
+                 if c.strip() not in ("", "\u2014")]
+        said = visit.page.locator("#stalls p.note").first.inner_text()
+        total = float(said.split("the rows below add up to ")[1].split(" cycles")[0].replace(",", ""))
+        assert total == pytest.approx(sum(shown), rel=1e-3)  # the total said is the sum shown
+        assert total == pytest.approx(sum(v for v in row["warp_stall_cycles"].values() if v is not None), rel=1e-3)
+        assert "ncu's warp cycles per issued instruction: " in said
         rules = visit.page.locator("#rules-table tbody tr")
         assert rules.count() == len(row["rules"]) > 3
         with_speedup = [r for r in row["rules"] if r["speedup_pct"] is not None]

@@ -24,7 +24,7 @@ context:
   serving: {max_num_seqs: 256, gpu_memory_utilization: 0.9, enforce_eager: false}
   workload: {dataset: random, isl: 1024, osl: 128, concurrency: 16}
   regime: {cache: warm, tier: latency}
-  grounding: {sol_rigor: L2, trials: 3, same_node: true}
+  grounding: {trials: 3, same_node: true}
 cells:
   - id: prefill-t8192
     description: Prefill of 8192 tokens.
@@ -336,3 +336,28 @@ def test_campaign_init_bad_folder_name_suggests_id(tmp_path: Path) -> None:
         campaign_init(tmp_path / "My Run")
     campaign_init(tmp_path / "My Run", campaign_id="my-run")
     assert load_campaign(tmp_path / "My Run").id == "my-run"
+
+
+def test_sol_rigor_is_one_field(tmp_path: Path) -> None:
+    """The top-level sol_rigor is the only one: every context's grounding.sol_rigor carries it; written again in a
+    context it is refused where it differs and a warning where it repeats it."""
+    c = load_campaign(write_config_text(tmp_path / "one", VALID))
+    assert c.context["grounding"]["sol_rigor"] == "L2"
+    assert all(cell.effective_context(c)["grounding"]["sol_rigor"] == "L2" for cell in c.cells)
+    same = VALID.replace("  grounding: {trials: 3,", "  grounding: {sol_rigor: L2, trials: 3,")
+    c = load_campaign(write_config_text(tmp_path / "same", same))
+    assert c.warnings == ["context.grounding.sol_rigor repeats the top-level sol_rigor: L2; it is one field, set "
+                          "at the top: drop this line"]
+    differs = VALID.replace("  grounding: {trials: 3,", "  grounding: {sol_rigor: L3, trials: 3,")
+    with pytest.raises(ConfigError) as err:
+        load_campaign(write_config_text(tmp_path / "differs", differs))
+    assert "context.grounding.sol_rigor: 'L3' differs from the top-level sol_rigor: 'L2'; sol_rigor is one " \
+           "field: set it once at the top of config.yaml and drop this one" in err.value.format_message()
+
+
+def test_the_scaffold_shows_n_a_and_has_one_sol_rigor(tmp_path: Path) -> None:
+    path = campaign_init(tmp_path / "fresh")
+    text = path.read_text()
+    assert 'max_num_seqs: "n/a: PyTorch eager layer, no serving engine"' in text
+    assert text.count("sol_rigor:") == 1
+    assert load_campaign(path.parent).warnings == []

@@ -58,6 +58,7 @@ PUBLIC_LOGS = {
     "app_replay_unexpected_count.log": ["nondeterministic-replay"],
     "counter_permission_deepgemm.log": ["counter-permission"],
     "counter_permission_hf_jobs.log": ["counter-permission"],
+    "dcgm_profiling_conflict.log": ["dcgm-profiling-conflict"],  # its `Failed to profile` line is no oom here
     "cupti_invalid_device_kineto.log": ["cupti-version-skew"],  # its kineto INFO line names INSUFFICIENT_PRIVILEGES
     "driver_incompatible_tritonbench.log": ["cupti-version-skew"],
     "rm_profiling_admin_only.txt": ["counter-permission"],
@@ -112,8 +113,13 @@ FIXES = [  # (file, exact ncu line that proves it, words of the fix the message 
      "==WARNING== Profiling kernels launched by child processes requires the --target-processes all option.",
      ["`env VAR=1 python3 ...`", "`VAR=1 ncu ... -- python3 ...`", "`--target-processes all`"]),
     (CAPTURE / "empty_pattern.log", "==WARNING== No kernels were profiled.",
-     ["reduce_kernel, vectorized_elementwise_kernel",
-      "`--kernel-name 'regex:reduce_kernel|vectorized_elementwise_kernel'`"]),
+     ["reduce_kernel, vectorized_elementwise_kernel", "`capture diagnose LOG --kernel-name PATTERN`"]),
+    (PUBLIC / "dcgm_profiling_conflict.log",
+     "==ERROR== Profiling failed because a driver resource was unavailable. Ensure that no other tool (like DCGM) is "
+     "concurrently collecting profiling data. See https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#faq "
+     "for more details.",
+     ["must not run while DCGM collects profiling counters", "`dcgmi profile --pause`", "`dcgmi profile --resume`",
+      "DCGM_FI_PROF_*", "nvidia.com/gpu.deploy.dcgm-exporter=false"]),
     (PUBLIC / "counter_permission_hf_jobs.log",
      "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on "
      "the target device 0.",
@@ -174,7 +180,8 @@ def test_pattern_is_read_from_an_echoed_ncu_command_line() -> None:
     text = cmd + "\n" + (CAPTURE / "empty_pattern.log").read_text(encoding="utf-8")
     d = diagnose_text(text)[0]
     assert d.details["pattern_used"] == "regex:no_such_kernel"
-    assert d.details["suggested_pattern"] == "regex:reduce_kernel"
+    assert d.details["suggested_pattern"] is None  # neither listed name is close to 'no_such_kernel'
+    assert "None of the 2 kernel name(s) the process launched" in d.message and "'no_such_kernel'" in d.message
     assert only(CAPTURE / "empty_pattern.log").details["pattern_used"] is None
 
 
@@ -226,15 +233,82 @@ def test_unrestricted_counters_are_no_permission_problem() -> None:
 
 
 def test_an_error_line_no_rule_knows_is_quoted() -> None:
-    # gpu_full_replay.log without its 'Failed to profile' line: only the target's exit code is left to report.
-    text = (CAPTURE / "gpu_full_replay.log").read_text(encoding="utf-8")
-    kept = "\n".join(x for x in text.splitlines() if "Failed to profile" not in x)
-    d = diagnose_text(kept)
-    assert codes(d) == ["unknown-error"]
-    assert d[0].evidence == ("==ERROR== The application returned an error code (9).",)
-    assert "`==ERROR== The application returned an error code (9).`" in d[0].message
+    # H200: an export onto an existing file without -f (ncu's own error; nothing else went wrong in that session)
+    d = diagnose_path(CAPTURE / "launch_cost" / "graph_attach_probe_graph_first.log")
+    unknown = next(x for x in d if x.code == "unknown-error")
+    assert unknown.evidence == ("==ERROR== File gp1.ncu-rep already exists. Use '-f' for overwriting the file.",)
+    assert "`==ERROR== File gp1.ncu-rep already exists. Use '-f' for overwriting the file.`" in unknown.message
     # ...while next to a known cause the exit-code line is only its echo.
     assert codes(diagnose_path(CAPTURE / "injection_env.log")) == ["injection-slot-taken"]
+
+
+def _without(path: Path, *drop: str) -> str:
+    """A real log less the lines holding any of `drop` (the rest of ncu's wording untouched)."""
+    return "\n".join(x for x in path.read_text(encoding="utf-8").splitlines() if not any(d in x for d in drop))
+
+
+def test_the_applications_exit_code_alone_is_the_targets_own_failure() -> None:
+    # gpu_full_replay.log (H200) less ncu's failure and shutdown lines: only the target's exit status is left.
+    d = diagnose_text(_without(CAPTURE / "gpu_full_replay.log", "Failed to profile", "Trying to shutdown"))
+    assert codes(d) == ["target-exit-code"]
+    assert d[0].evidence == ("==ERROR== The application returned an error code (9).",)
+    assert d[0].details["application_exit_code"] == 9
+    for words in ("`==ERROR== The application returned an error code (9).`", "the profiled application itself failed",
+                  "exit code 9", "ncu's options are not the cause", "137 (128+9)", "its stderr"):
+        assert words in d[0].message
+    assert "may have ended the target" not in d[0].message
+    # with ncu's shutdown line before it, the message says ncu may have ended the target itself
+    kept = diagnose_text(_without(CAPTURE / "gpu_full_replay.log", "Failed to profile"))
+    assert codes(kept) == ["target-exit-code"] and "`Trying to shutdown target application`" in kept[0].message
+    # 128+N from a shell names the signal
+    killed = diagnose_text(_without(CAPTURE / "gpu_full_replay.log", "Failed to profile", "Trying to shutdown")
+                           .replace("error code (9)", "error code (137)"))
+    assert "137 is 128+9: the process was killed by SIGKILL" in killed[0].message
+
+
+def test_dcgm_conflict_is_its_own_code_not_oom() -> None:
+    path = PUBLIC / "dcgm_profiling_conflict.log"
+    d = only(path)
+    assert d.code == "dcgm-profiling-conflict" and d.details["kernel"] == "vectorized_elementwise_kernel"
+    assert d.evidence[1] == '==ERROR== Failed to profile "vectorized_elementwise_kernel" in process 1027'
+    assert "out of GPU memory" not in d.message
+    # the same log without ncu's two DCGM lines is the H200's real replay failure: oom
+    assert codes(diagnose_text(_without(path, "driver"))) == ["oom"]
+
+
+def test_finished_passes_without_a_report_line_are_report_not_written() -> None:
+    # oracle_basic.log (H200, 6 kernels profiled) less its `==PROF== Report:` line
+    text = _without(ORACLE / "oracle_basic.log", "==PROF== Report:")
+    d = diagnose_text(text)
+    assert codes(d) == ["report-not-written"]
+    last = '==PROF== Profiling "rmsnorm_kernel" - 5: 0%....50%....100% - 10 passes'
+    assert d[0].evidence == (last,) and f"`{last}`" in d[0].message
+    assert d[0].details["kernels_profiled"] == 6 and d[0].details["report"] is None
+    for words in ("never printed `==PROF== Report: <path>`", "the report was never written", "killed",
+                  "not writable", "Stop ncu with SIGINT", "keep the target alive"):
+        assert words in d[0].message
+    assert "(ncu itself died of SIGKILL)" in diagnose_text(text + "\nrc=137\n")[0].message
+    # results printed to the console (no -o) are a capture without a report file: ok (launch_cost.log, H200)
+    lines = (CAPTURE / "launch_cost" / "launch_cost.log").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("--- launch-and-attach session, the first"))
+    assert codes(diagnose_text("\n".join(lines[start:start + 30]))) == ["ok"]
+
+
+def test_no_kernels_suggests_only_the_few_names_close_to_the_pattern() -> None:
+    # release_node.txt (H200): ncu listed 37 kernel names after an attach that profiled none
+    text = (CAPTURE / "graph_server_probe" / "release_node.txt").read_text(encoding="utf-8")
+    every = only(CAPTURE / "graph_server_probe" / "release_node.txt").details["available_kernels"]
+    assert len(every) == 37
+    near = diagnose_text(text, kernel_pattern="regex:^splitK_reduce$")[0]
+    assert near.details["suggested_patterns"] == ["regex:splitKreduce_kernel"]
+    assert "`--kernel-name regex:splitKreduce_kernel`" in near.message
+    assert "vectorized_layer_norm_kernel" not in near.message and "nvjet_sm90" not in near.message
+    many = diagnose_text(text, kernel_pattern="regex:nvjet")[0]  # 24 names hold 'nvjet': a few are offered
+    assert len(many.details["suggested_patterns"]) == 3 and many.details["available_kernels"] == every
+    none = diagnose_text(text, kernel_pattern="regex:rmsnorm_kernel")[0]
+    assert none.details["suggested_patterns"] == [] and none.details["suggested_pattern"] is None
+    assert "None of the 37 kernel name(s) the process launched" in none.message and "'rmsnorm_kernel'" in none.message
+    assert "reduce_kernel" not in none.message
 
 
 def test_several_causes_come_in_a_stable_order() -> None:

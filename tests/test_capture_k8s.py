@@ -144,7 +144,9 @@ def sister_expected(plan: Any, pod: str = "<pod>", name: str = "capture", patter
 # -- plans ---------------------------------------------------------------------------------------------------------
 def test_sister_plan_lists_the_exact_kubectl_argv_in_order(tmp_path: Path) -> None:
     plan = sister_plan(tmp_path)
-    assert plan.verdict == "ok" and plan.argvs() == sister_expected(plan)
+    # warn: the Deployment's own --gpu-memory-utilization 0.90 (the memory rule reads it for the sister too)
+    assert [f.code for f in plan.findings if f.level != "info"] == ["gpu-memory-utilization"]
+    assert plan.verdict == "warn" and plan.argvs() == sister_expected(plan)
     assert [s.name for s in plan.steps][:7] == ["check-deployment", "create", "wait-pod", "ncu-version", "release",
                                                 "release-interrupt", "wait-ready"]
     assert "<pod>: the sister's pod" in plan.text()
@@ -178,7 +180,8 @@ def test_sister_manifest_passes_kubernetes_validate_and_stays_out_of_production(
 
 def test_sister_is_judged_as_a_second_replica(tmp_path: Path) -> None:
     heavy = spec(section_set="full", launch_count=4)
-    assert sister_plan(tmp_path / "s", heavy).verdict == "ok"  # replicas >= 2: full set and 4 launches allowed
+    sister = sister_plan(tmp_path / "s", heavy)  # replicas >= 2: full set and 4 launches allowed
+    assert [f.code for f in sister.findings if f.level != "info"] == ["gpu-memory-utilization"]
     on_prod = debug_plan(tmp_path / "d", heavy)
     assert on_prod.verdict == "refuse"
     assert {"basic-before-full", "launch-count"} <= {f.code for f in on_prod.findings if f.level == "refuse"}
@@ -414,7 +417,7 @@ def _k8s_cli(verb: str, tmp_path: Path, *extra: str, ok: bool | None = None) -> 
 
 def test_cli_k8s_plan_writes_the_manifest_and_prints_the_argv(tmp_path: Path) -> None:
     res = _k8s_cli("plan", tmp_path, "--kernel-name", HOSTILE, ok=True)
-    assert "verdict: OK (sister, namespace inference)" in res.output
+    assert "verdict: WARN (sister, namespace inference)" in res.output  # the server's gpu-memory-utilization 0.90
     assert "kubectl create -n inference -f" in res.output and "cleanup delete-sister" in res.output
     doc = json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())
     attach = next(s["argv"] for s in doc["steps"] if s["name"].startswith("attach"))
@@ -428,7 +431,7 @@ def test_cli_k8s_method_defaults_to_the_sister(tmp_path: Path) -> None:
     res = run_cli("capture", "k8s", "plan", "--name", "vllm-llama-8b", "-n", "inference", "--container", "vllm",
                   "--capture-id", "cap1", "--ncu-image", "img", "--from-json", str(K8S),
                   "--out", str(tmp_path / "plan"), "--kubectl", KUBECTL, "--kernel-name", "regex:nvjet", ok=True)
-    assert "verdict: OK (sister, namespace inference)" in res.output
+    assert "verdict: WARN (sister, namespace inference)" in res.output
     assert json.loads((tmp_path / "plan" / "k8s-plan.json").read_text())["method"] == "sister"
     helped = run_cli("capture", "k8s", "plan", "--help", ok=True)
     assert "[default: sister]" in helped.output and "within 2%" in helped.output
@@ -443,3 +446,49 @@ def test_cli_k8s_run_dry_run_runs_nothing_and_a_run_captures(fake: Path, tmp_pat
     res = _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--bundle", str(tmp_path / "b"), ok=True)
     assert "capture: 1 kernel(s)" in res.output and "cleanup receipt" in res.output
     assert argvs(fake)[-1][:3] == ["delete", "deployment", "vllm-llama-8b-ncu-sister"]
+
+
+def test_sister_memory_rule_reads_the_deployments_own_value(tmp_path: Path) -> None:
+    """The sister is judged as a second replica, and the memory rule still reads the server's own argument."""
+    deployment = load("deployment.json")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--gpu-memory-utilization") + 1] = "0.92"
+    for method, docs in (("sister", {"deployment": deployment, "services": services()}),
+                         ("debug", {"pod": launched_pod()})):
+        plan = k8s_plan(method, spec(section_set="full", after_basic=True), opts(), tmp_path / method, **docs)
+        gpu = [f for f in plan.findings if f.code == "gpu-memory-utilization"]
+        assert [f.level for f in gpu] == ["warn"], method
+    assert "the server's own --gpu-memory-utilization 0.92 >= 0.85" in [
+        f.message for f in k8s_plan("sister", spec(), opts(), tmp_path / "s2", deployment=deployment,
+                                    services=services()).findings if f.code == "gpu-memory-utilization"][0]
+
+
+def test_sister_is_captured_after_ready_so_no_warm_up_warning(tmp_path: Path) -> None:
+    codes = {f.code: f.level for f in sister_plan(tmp_path).findings}
+    assert "launch-skip-warmup" not in codes and codes["k8s-sister-after-ready"] == "info"
+    assert "launch-skip-warmup" not in {f.code for f in sister_plan(tmp_path / "b", spec(launch_skip=5)).findings}
+
+
+def test_refused_k8s_plan_prints_no_kubectl_command(tmp_path: Path) -> None:
+    refused = _k8s_cli("plan", tmp_path, "--kernel-name", "a", "--keep-label", "app", "--keep-label", "model")
+    assert refused.exit_code == 3
+    assert refused.output.startswith("verdict: REFUSE (sister, namespace inference)")
+    assert "kubectl" not in refused.output and "ncu --mode" not in refused.output and "manifest:" not in refused.output
+    assert {line.split(":")[0].strip() for line in refused.output.strip().splitlines()[1:-1]} == {
+        "[refuse] k8s-selector-overlap", "[refuse] k8s-service-match"}
+    assert refused.output.strip().endswith("fix each refusal above, then plan again.")
+    doc = json.loads(_k8s_cli("plan", tmp_path, "--json", "--kernel-name", "a", "--keep-label", "app",
+                              "--keep-label", "model").stdout)
+    assert doc["verdict"] == "refuse" and doc["steps"] == doc["cleanup"] == doc["manifests"] == []
+
+
+def test_k8s_run_after_basic_needs_the_basic_receipt_in_the_bundle(fake: Path, tmp_path: Path) -> None:
+    bundle = str(tmp_path / "b")
+    full = ("--kernel-name", "regex:nvjet", "--set", "full", "--after-basic", "--output", "full", "--bundle", bundle)
+    refused = _k8s_cli("run", tmp_path, *full)
+    assert refused.exit_code != 0 and "after-basic-unproven" in refused.output
+    assert "holds no capture receipt" in refused.output and "--set basic --kernel-name regex:nvjet" in refused.output
+    assert not fake.exists() or argvs(fake) == []  # refused before any kubectl call
+    _k8s_cli("run", tmp_path, "--kernel-name", "regex:nvjet", "--output", "basic", "--bundle", bundle, ok=True)
+    _k8s_cli("run", tmp_path, *full, "--capture-id", "cap2", ok=True)  # basic.receipt.json now proves it
+    assert load_receipt(tmp_path / "b" / "ncu-profiles" / "full.receipt.json")["section_set"] == "full"

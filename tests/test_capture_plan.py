@@ -27,9 +27,10 @@ def test_default_scoped_spec_warns_of_the_launch_cost_and_explains_clock_control
     plan = build_plan(CaptureSpec(kernel_patterns=("regex:nvjet",), command=VLLM))
     # a single-replica server under ncu serves slower for its whole life (measured, policy.LAUNCH_COST)
     assert plan.verdict == "warn"
-    assert codes(plan.spec) == {"clock-control-none": "info", "ncu-launch-cost": "warn"}
-    assert "locks the SM clock to base" in plan.findings[0].message
-    cost = plan.findings[1].message
+    assert codes(plan.spec) == {"clock-control-none": "info", "ncu-launch-cost": "warn", "launch-skip-warmup": "warn"}
+    message = {f.code: f.message for f in plan.findings}
+    assert "locks the SM clock to base" in message["clock-control-none"]
+    cost = message["ncu-launch-cost"]
     assert "~70-100 us per eager launch" in cost and "~55-60 us per CUDA-graph-replayed kernel" in cost
     assert "0.18x" in cost and "sister deployment" in cost
 
@@ -198,3 +199,51 @@ def test_graph_profiling_goes_on_the_attach_never_on_the_launch() -> None:
     assert "--graph-profiling" not in build_plan(CaptureSpec(kernel_patterns=("a",))).attach_argv()  # node: default
     log = (Path(__file__).parent / "data" / "h200_capture" / "launch_cost" / "launch_cost_graph2.log").read_text()
     assert "Invalid option --graph-profiling specified for --mode launch" in log
+
+
+def test_gpu_memory_check_reads_the_servers_own_value_at_any_replica_count() -> None:
+    """The memory rule is the same on one replica, several or a sister: replay's memory need does not change."""
+    for replicas in (1, 2, 4):
+        spec = CaptureSpec(kernel_patterns=("a",), replicas=replicas,
+                           command=(*VLLM, "--gpu-memory-utilization", "0.92"))
+        found = [f for f in check_policy(spec) if f.code == "gpu-memory-utilization"]
+        assert [f.level for f in found] == ["warn"], replicas
+        assert "the server's own --gpu-memory-utilization 0.92 >= 0.85" in found[0].message
+    # the server's own argument (last one, `=` spelling too) is what it runs with: it wins over the spec's value
+    told = CaptureSpec(kernel_patterns=("a",), replicas=2, gpu_memory_utilization=0.5,
+                       command=(*VLLM, "--gpu-memory-utilization", "0.5", "--gpu-memory-utilization=0.92"))
+    assert codes(told)["gpu-memory-utilization"] == "warn"
+    assert codes(CaptureSpec(kernel_patterns=("a",), replicas=3, gpu_memory_utilization=0.9))[
+        "gpu-memory-utilization"] == "warn"  # the spec's value where the command is not known
+    low = CaptureSpec(kernel_patterns=("a",), replicas=2, command=(*VLLM, "--gpu-memory-utilization", "0.80"))
+    assert "gpu-memory-utilization" not in codes(low)
+
+
+def test_refused_plan_prints_only_its_refusals_and_no_command() -> None:
+    args = ("capture", "plan", "--kernel-name", "regex:nvjet", "--launch-count", "9", "--env", "A=1", "--output",
+            "g", "--", "python3", "-m", "vllm.entrypoints.openai.api_server")
+    text = run_cli(*args)
+    assert text.exit_code == 3
+    lines = text.output.strip().splitlines()
+    assert lines[0] == "verdict: REFUSE" and lines[1].startswith("  [refuse] launch-count: launch_count 9")
+    assert lines[-1] == "no command is shown for a refused plan: fix each refusal above, then plan again."
+    assert len(lines) == 3  # no [warn]/[info] findings, no `capture g:` block
+    assert "ncu --mode" not in text.output and "vllm.entrypoints" not in text.output
+    rows = run_cli(*args[:2], "--format", "csv", *args[2:]).stdout.splitlines()
+    assert rows[0] == "kind,name,detail,text" and all(r.startswith("finding,launch-count,refuse,") for r in rows[1:])
+    doc = json.loads(run_cli(*args[:2], "--json", *args[2:]).stdout)
+    assert doc["verdict"] == "refuse" and doc["captures"] == {}
+
+
+def test_launch_count_without_skip_on_a_server_warns_of_warm_up() -> None:
+    found = {f.code: f for f in check_policy(CaptureSpec(kernel_patterns=("regex:nvjet",), launch_count=2,
+                                                         command=VLLM))}
+    warm = found["launch-skip-warmup"]
+    assert warm.level == "warn"
+    for words in ("--launch-count 2 without --launch-skip", "warm-up", "CUDA-graph capture",
+                  "not steady-state serving", "--launch-skip 1952", "--range-filter", "--nvtx-include"):
+        assert words in warm.message
+    # skipping the start-up, or a script rather than a server, is no warm-up problem; an attach gets an info
+    assert "launch-skip-warmup" not in codes(CaptureSpec(kernel_patterns=("a",), launch_skip=2000, command=VLLM))
+    assert "launch-skip-warmup" not in codes(CaptureSpec(kernel_patterns=("a",), command=("python3", "bench.py")))
+    assert codes(CaptureSpec(kernel_patterns=("a",)))["launch-skip-warmup"] == "info"

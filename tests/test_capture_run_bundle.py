@@ -6,6 +6,7 @@ refused before ncu runs. ncu is tests/data/fake_ncu (real H200 ncu 2025.3.1 outp
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from conftest import run_cli
@@ -15,6 +16,7 @@ from perfreport.bundle.layout import BUNDLE_JSON, MARKDOWN_FILES, bundle_init
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "data" / "fake_ncu"
 NCU, SMI = str(FAKE / "ncu"), str(FAKE / "nvidia-smi")
+RUN1 = ROOT / "tests" / "data" / "h200_capture" / "run1" / "bundle" / "ncu-profiles"
 
 
 def run_args(bundle: Path, *extra: str) -> list[str]:
@@ -65,3 +67,23 @@ def test_a_file_or_a_foreign_folder_is_refused_before_any_capture(fake_ncu: Path
     assert len([line for line in out.strip().splitlines() if "--bundle" in line]) == 1  # one line
     assert sorted(p.name for p in foreign.iterdir()) == ["main.py"]
     assert a_file.read_text() == "x" and not fake_ncu.exists()  # ncu never ran
+
+
+def test_after_basic_is_refused_without_the_basic_receipt_in_the_bundle(fake_ncu: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    full = run_args(bundle, "--set", "full", "--after-basic", "--output", "full")
+    code, out = run_cli(*full)
+    assert code == 2 and "refused by the capture policy" in out and "after-basic-unproven" in out
+    assert "--after-basic says a basic capture of --kernel-name regex:nvjet came first" in out
+    assert "holds no capture receipt" in out and f"capture run --bundle {bundle} --set basic --kernel-name" in out
+    assert not fake_ncu.exists()  # ncu never ran
+    # a basic receipt of another kernel proves nothing for this one (the H200 run1 receipt, pattern edited)
+    profiles = bundle / "ncu-profiles"
+    receipt = json.loads((RUN1 / "gemm_bf16_basic.receipt.json").read_text())
+    (profiles / "flash_basic.receipt.json").write_text(json.dumps({**receipt, "kernel_patterns": ["regex:flash"]}))
+    code, out = run_cli(*full)
+    assert code == 2 and "basic ones with a profiled kernel for regex:flash" in out and not fake_ncu.exists()
+    # the real basic receipt of regex:nvjet (H200, tests/data/h200_capture/run1) lets the full capture run
+    shutil.copy(RUN1 / "gemm_bf16_basic.receipt.json", profiles)
+    run_cli(*full, ok=True)
+    assert (profiles / "full.receipt.json").is_file() and fake_ncu.exists()

@@ -114,7 +114,7 @@ def test_biggest_kernels_and_those_far_below_their_roof_are_labelled(model: Roof
                                                                       fig: dict[str, Any]) -> None:
     far = [p for p in model.points if p.measured and p.pct_of_roof is not None and p.pct_of_roof < 10]
     assert far, "the decode cell has latency-bound kernels under 10% of their roof"
-    notes = [a["text"] for a in fig["layout"]["annotations"] if "of roof" in a["text"]]
+    notes = [a["text"] for a in fig["layout"]["annotations"] if "of datasheet roof" in a["text"]]
     top = sorted((p for p in model.points if p.measured), key=lambda p: -p.time_ns)[:charts.TOP_LABELS]
     labelled = {(p.cell_id, p.kernel_id) for p in [*top, *far[:charts.MAX_ANNOTATIONS]]}
     assert len(notes) == len(labelled)

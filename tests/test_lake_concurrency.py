@@ -132,12 +132,24 @@ def test_four_publishers_of_25_cells_each_land_exactly_100_cells(tmp_path: Path)
     assert len(lake_history(lake, "kernels")) == 4  # one commit per publisher
 
 
+def edited(camp: Path, dst: Path, old: str, new: str) -> Path:
+    """A copy of the imported campaign whose config.yaml has `old` replaced by `new`: other rows, same cells."""
+    shutil.copytree(camp, dst)
+    config = dst / "config.yaml"
+    assert old in config.read_text()
+    config.write_text(config.read_text().replace(old, new))
+    return dst
+
+
 def test_same_cell_two_publishers_one_wins_the_other_gets_a_conflict(tmp_path: Path) -> None:
     camp = make_campaign(tmp_path / CAMPAIGN)
     lake, hooks = tmp_path / "lake", tmp_path / "hooks"
     hooks.mkdir()
     publish_to_lake(camp, lake=lake, who="first")
-    procs = [start_publish(camp, lake, who, "after-read", hooks, [DECODE]) for who in ("alice", "bob")]
+    # each writes other rows than the lake holds and than the other one (an identical publish writes nothing)
+    theirs = {"alice": edited(camp, tmp_path / "alice" / CAMPAIGN, "cache: warm", "cache: cold"),
+              "bob": edited(camp, tmp_path / "bob" / CAMPAIGN, "same_node: true", "same_node: false")}
+    procs = [start_publish(theirs[who], lake, who, "after-read", hooks, [DECODE]) for who in ("alice", "bob")]
     wait_reached(hooks, "after-read", procs)  # both built on the same lake state
     (hooks / "after-read.go").touch()
     results = dict(zip(("alice", "bob"), finish(procs), strict=True))
@@ -157,9 +169,33 @@ def test_same_cell_two_publishers_one_wins_the_other_gets_a_conflict(tmp_path: P
     assert lake_query(lake, f"SELECT count(DISTINCT kernel_id) FROM kernels WHERE cell_id = '{DECODE}'").rows == [
         (21,)]
     assert lake_query(lake, "SELECT who FROM publications ORDER BY published_at").rows == [("first",), (winner,)]
-    publish_to_lake(camp, lake=lake, who=loser, cell_ids=[DECODE])
+    publish_to_lake(theirs[loser], lake=lake, who=loser, cell_ids=[DECODE])
     assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 3)]  # a sequential re-publish simply replaces
     assert lake_query(lake, "SELECT who FROM publications ORDER BY published_at DESC LIMIT 1").rows == [(loser,)]
+
+
+def test_two_identical_publishers_racing_write_one_publication_and_the_other_says_nothing_changed(
+        tmp_path: Path) -> None:
+    """The loser of the race re-reads the lake, finds its very rows committed by the winner: no conflict, no
+    second publication, exit 0."""
+    camp = make_campaign(tmp_path / CAMPAIGN)
+    lake, hooks = tmp_path / "lake", tmp_path / "hooks"
+    hooks.mkdir()
+    publish_to_lake(edited(camp, tmp_path / "old" / CAMPAIGN, "cache: warm", "cache: cold"), lake=lake, who="old")
+    procs = [start_publish(camp, lake, who, "after-read", hooks, [DECODE]) for who in ("alice", "bob")]
+    wait_reached(hooks, "after-read", procs)  # both read the old rows: both set out to write
+    (hooks / "after-read.go").touch()
+    results = dict(zip(("alice", "bob"), finish(procs), strict=True))
+    assert all(code == 0 and "Traceback" not in out for code, out in results.values()), results
+    wrote = [who for who, (_, out) in results.items() if "committed: one atomic commit of all tables" in out]
+    assert len(wrote) == 1, results
+    winner, loser = wrote[0], ({"alice", "bob"} - set(wrote)).pop()
+    (won,) = lake_query(lake, f"SELECT publication_id FROM publications WHERE who = '{winner}'").rows
+    assert results[loser][1].splitlines()[0] == (
+        f"campaign {CAMPAIGN}: nothing changed: publication {won[0]} already holds these rows (21 kernels, 1 cells, "
+        f"2 captures) in lake {lake}; nothing written")
+    assert lake_query(lake, "SELECT who FROM publications ORDER BY published_at").rows == [("old",), (winner,)]
+    assert lake_query(lake, f"SELECT DISTINCT cache FROM kernels WHERE cell_id = '{DECODE}'").rows == [("warm",)]
 
 
 @pytest.mark.parametrize("point", ["before-commit", "mid-commit"])
@@ -232,6 +268,8 @@ def test_duckdb_reads_the_same_rows_as_pyiceberg(tmp_path: Path) -> None:
     camp = make_campaign(tmp_path / CAMPAIGN)
     lake = tmp_path / "lake"
     publish_to_lake(camp, lake=lake)
+    config = camp / "config.yaml"
+    config.write_text(config.read_text().replace("cache: warm", "cache: cold"))
     publish_to_lake(camp, lake=lake, cell_ids=[DECODE])  # a replace: DuckDB must not see the deleted files
     tables = load_tables(open_catalog(lake), ["kernels", "cells", "captures", "publications"])
     orders = {"kernels": "cell_id, kernel_id", "cells": "cell_id", "captures": "cell_id, source_id",
@@ -359,6 +397,10 @@ def test_catalog_without_multi_table_commit_commits_table_by_table(tmp_path: Pat
     camp = make_campaign(tmp_path / CAMPAIGN)
     lake = tmp_path / "lake"
     publish_to_lake(camp, lake=lake)
+    out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--cell-id", DECODE, ok=True)
+    assert "nothing changed: publication " in out.output  # the rows it holds: no catalog is asked to commit
+    config = camp / "config.yaml"
+    config.write_text(config.read_text().replace("cache: warm", "cache: cold"))
     out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--cell-id", DECODE, ok=True)
     assert "committed: one commit per table, the ledger last, attempt 1" in out.output
     assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import io
+import json
+from csv import DictReader
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,7 @@ import pytest
 from conftest import run_cli
 from test_lake import DECODE, PREFILL, make_campaign
 
+from perfreport.errors import PerfReportError
 from perfreport.lake.compare import lake_compare
 from perfreport.lake.history import lake_history
 from perfreport.lake.query import lake_query
@@ -89,4 +93,71 @@ def test_compare_refuses_an_unknown_metric_or_vary_field_without_a_traceback(com
     assert "Traceback" not in bad.output
     bad = run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct", "--vary", "colour")
     assert bad.exit_code != 0 and "not a descriptor field" in bad.output
+    assert "expected section.field, one of identity.model, " in bad.output and "workload.concurrency" in bad.output
     assert PREFILL  # the example's prefill cell is not in this campaign
+
+
+def test_vary_has_one_spelling_section_dot_field_and_a_bare_field_is_refused_naming_it(compare_lake: Path) -> None:
+    """Issue: `--vary concurrency` and `--vary workload.concurrency` both worked; config.yaml and the site write
+    `workload.concurrency`, so that is the one spelling, the default, and what the output names."""
+    bare = run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct", "--vary", "concurrency")
+    assert bare.exit_code == 2 and "Traceback" not in bare.output
+    (line,) = [x for x in bare.output.splitlines() if x.startswith("Error:")]
+    assert line == ("Error: lake compare --vary 'concurrency': expected section.field (the one spelling, as in "
+                    "config.yaml's context and the site), got the bare field name. Use --vary workload.concurrency")
+    with pytest.raises(PerfReportError, match=r"--vary 'tp': expected section\.field .* Use --vary parallelism\.tp$"):
+        lake_compare(compare_lake, "sol_pct", vary="tp")
+    default = json.loads(run_cli("lake", "compare", "--lake", str(compare_lake), "--metric", "sol_pct", "--format",
+                                 "json", ok=True).stdout)
+    assert default["vary"] == "workload.concurrency"
+    assert [c["workload.concurrency"] for c in default["groups"][0]["cells"]] == [16, 32]
+    assert lake_compare(compare_lake, "sol_pct").vary == "workload.concurrency"
+    shown = run_cli("lake", "compare", "--help", ok=True).output
+    assert "[default: workload.concurrency]" in " ".join(shown.split())
+    assert "--vary concurrency" not in shown
+
+
+FULL, BASIC = "captures/prefill/layer_full.ncu-rep.gz", "captures/prefill/layer_basic.ncu-rep.gz"
+SETS = {PREFILL: (8, [FULL]), "prefill-basic": (16, [BASIC]), "prefill-both": (32, [BASIC, FULL])}
+
+
+def prefill_in_three_sets(doc: dict[str, Any]) -> None:
+    """The prefill cell three times, concurrency 8/16/32: captured with --set full, --set basic, and both."""
+    prefill = next(c for c in doc["cells"] if c["id"] == PREFILL)
+    prefill.pop("timelines")
+    doc["cells"] = []
+    for cell_id, (concurrency, captures) in SETS.items():
+        cell = copy.deepcopy(prefill)
+        cell.update(id=cell_id, captures=captures)
+        cell["context"]["workload"]["concurrency"] = concurrency
+        doc["cells"].append(cell)
+
+
+def test_compare_lines_up_a_kernel_across_section_sets_and_says_which_set_a_cell_gave(tmp_path: Path) -> None:
+    """Issue: a kernel captured with --set full in one cell and --set basic in another was two rows (one `removed`,
+    one `added`), split by section set; it is one row, and a cell holding both gives its full row."""
+    lake = tmp_path / "lake"
+    publish_to_lake(make_campaign(tmp_path / "c", prefill_in_three_sets), lake=lake)
+    held = lake_query(lake, "SELECT cell_id, label, section_set, duration_ns FROM kernels").rows
+    duration = {(cell, label, kset): ns for cell, label, kset, ns in held}
+    result = lake_compare(lake, "duration_ns", vary="workload.concurrency")
+    (group,) = result.groups
+    assert [c[1:] for c in group.cells] == [(PREFILL, 8), ("prefill-basic", 16), ("prefill-both", 32)]
+    labels = sorted({label for cell, label, kset, _ in held if cell == PREFILL})
+    assert len(labels) == 9 and len(held) == 9 + 9 + 18
+    assert [r[:3] for r in group.rows] == [(label, "full/basic/full", "paired") for label in labels]
+    for label, _, _, at8, at16, at32 in group.rows:
+        assert (at8, at16, at32) == (duration[(PREFILL, label, "full")], duration[("prefill-basic", label, "basic")],
+                                     duration[("prefill-both", label, "full")]), label
+    assert duration[("prefill-both", labels[0], "basic")] != duration[("prefill-both", labels[0], "full")]
+    note = ("h200-decoder-layer/prefill-both: 8 kernel(s) captured in both full and basic; compared from the full "
+            "rows (the largest section set)")
+    assert result.notes == [note] and result.not_comparable == []
+    out = run_cli("lake", "compare", "--lake", str(lake), "--metric", "sol_pct", ok=True).output
+    assert f"note: {note}" in out
+    csv = run_cli("lake", "compare", "--lake", str(lake), "--metric", "sol_pct", "--format", "csv", ok=True)
+    assert csv.stderr.splitlines() == [f"note: {note}"]
+    rows = list(DictReader(io.StringIO(csv.stdout)))
+    assert len(rows) == 9 * 3 and {r["set"] for r in rows} == {"full/basic/full"}
+    assert {r["sol_pct"] for r in rows if r["cell_id"] == "prefill-basic"} == {""}  # basic measured no %SoL
+    assert all(r["sol_pct"] != "" for r in rows if r["cell_id"] == "prefill-both")  # its full row's, not the null

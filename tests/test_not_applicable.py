@@ -63,7 +63,8 @@ def test_a_placeholder_still_fails_strict_publish(tmp_path: Path) -> None:
     camp = make_campaign(tmp_path / "c", edit)
     result = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(tmp_path / "lake"), "--strict",
                      ok=False)
-    assert f"cells[{DECODE}].context.stack.engine_commit: placeholder 'TBD'; write the real value" in result.output
+    assert f"  - context.stack.engine_commit: placeholder 'TBD'; write the real value (cell(s) {PREFILL}, {DECODE})" \
+        in result.output
     assert not (tmp_path / "lake").exists()
 
 

@@ -229,12 +229,13 @@ def test_a_kernel_name_past_the_bound_is_refused(cell: tuple[Path, Path, bytes],
 
 
 def test_the_suggested_kernel_name_can_be_pasted_into_a_shell() -> None:
-    found = diagnose_path(ROOT / "tests/data/h200_capture/empty_pattern.log")
-    suggested = found[0].details["suggested_pattern"]
-    assert suggested == "regex:reduce_kernel|vectorized_elementwise_kernel"  # a `|`: a pipe in a shell, unquoted
-    command = found[0].message.split("Capture again with `")[1].split("`")[0]
-    assert command == f"--kernel-name {shlex.quote(suggested)}"
-    assert shlex.split(command) == ["--kernel-name", suggested]
+    found = diagnose_path(ROOT / "tests/data/h200_capture/empty_pattern.log", "regex:kernel$")  # both names hold it
+    suggested = found[0].details["suggested_patterns"]
+    assert suggested == ["regex:reduce_kernel", "regex:vectorized_elementwise_kernel"]
+    offered = found[0].message.split("Capture again with ")[1].split(";")[0]
+    commands = [c.strip("`") for c in offered.split(" or ")]
+    assert commands == [f"--kernel-name {shlex.quote(p)}" for p in suggested]
+    assert [shlex.split(c) for c in commands] == [["--kernel-name", p] for p in suggested]
 
 
 @pytest.mark.parametrize(("cut", "said", "whole"), [

@@ -217,8 +217,15 @@ def test_a_publish_from_a_clock_days_ahead_expires_no_young_snapshot(tmp_path: P
 
     camp = make_campaign(tmp_path / "camp")
     lake = tmp_path / "lake"
-    publish_to_lake(camp, lake)
-    publish_to_lake(camp, lake)
+    config = camp / "config.yaml"
+
+    def publish_changed(cache: str) -> None:  # each publish changes a value: an identical one writes nothing
+        config.write_text(config.read_text().replace("cache: warm", f"cache: {cache}").replace(
+            "cache: cold", f"cache: {cache}"))
+        publish_to_lake(camp, lake)
+
+    publish_changed("warm")
+    publish_changed("cold")
 
     def snapshots() -> dict[str, list[int]]:
         tables = load_tables(open_catalog(resolve_lake(lake)), ("kernels", "publications"))
@@ -235,7 +242,7 @@ def test_a_publish_from_a_clock_days_ahead_expires_no_young_snapshot(tmp_path: P
 
     monkeypatch.setattr(time, "time", lambda: real_time() + ahead.total_seconds())  # pyiceberg's snapshot clock
     monkeypatch.setattr(writer, "datetime", Ahead)  # the publication's timestamp
-    publish_to_lake(camp, lake)
+    publish_changed("warm")
     after = snapshots()
     for name, ids in before.items():
         assert set(ids) <= set(after[name]), f"{name}: snapshots the lake holds as young were expired"

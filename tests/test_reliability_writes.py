@@ -191,6 +191,17 @@ def lake_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_example(tmp_path_factory.mktemp("lake-src") / CAMPAIGN)
 
 
+@pytest.fixture(scope="module")
+def lake_source_changed(lake_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same campaign with one context value changed (cache: cold): a publish of it writes new rows (an
+    identical re-publish writes nothing)."""
+    camp = tmp_path_factory.mktemp("lake-src-changed") / CAMPAIGN
+    shutil.copytree(lake_source, camp)
+    config = camp / "config.yaml"
+    config.write_text(config.read_text().replace("cache: warm", "cache: cold"))
+    return camp
+
+
 def history(lake: Path) -> dict[str, str]:
     return {t: run_cli("lake", "history", "--lake", str(lake), "--table", t, ok=True).output
             for t in ("kernels", "captures", "cells", "publications")}
@@ -206,33 +217,35 @@ def _partial(io: Any, location: str) -> None:
 
 @pytest.mark.parametrize(("suffix", "nth"), [(".parquet", 2), (".avro", 3), (".metadata.json", 2)],
                          ids=["second-data-file", "third-manifest", "second-metadata"])
-def test_publish_failing_mid_write_leaves_the_lake_as_it_was(lake_source: Path, tmp_path: Path, suffix: str,
-                                                            nth: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_publish_failing_mid_write_leaves_the_lake_as_it_was(lake_source: Path, lake_source_changed: Path,
+                                                            tmp_path: Path, suffix: str, nth: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
     lake = tmp_path / "lake"
     publish_to_lake(lake_source, lake=lake, who="tester")
     before, logged = tree(lake), history(lake)
     fail_nth(monkeypatch, PyArrowFileIO, "new_output", _is(suffix), nth, partial=_partial)
-    run = run_cli("publish_to_lake", "--campaign", str(lake_source), "--lake", str(lake), ok=False)
+    run = run_cli("publish_to_lake", "--campaign", str(lake_source_changed), "--lake", str(lake), ok=False)
     assert run.exit_code == 2 and "No space left on device (ENOSPC)" in run.output
     assert str(lake / "warehouse" / "perfreport") in run.output and suffix in run.output
     no_traceback(run.output)
     assert tree(lake) == before  # the same files, the same bytes: nothing this publish wrote is left
     monkeypatch.undo()
     assert history(lake) == logged
-    run_cli("publish_to_lake", "--campaign", str(lake_source), "--lake", str(lake), ok=True)
+    run_cli("publish_to_lake", "--campaign", str(lake_source_changed), "--lake", str(lake), ok=True)
 
 
 # --- a damaged lake: one message naming the file and the way back --------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def pristine(lake_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A lake holding the example campaign published twice (two commits per table: an older one to go back to)."""
+def pristine(lake_source: Path, lake_source_changed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lake holding the example campaign published twice, changed in between (two commits per table: an older
+    one to go back to); the damaged-lake verbs publish lake_source again, which writes (it differs from the last)."""
     lake = tmp_path_factory.mktemp("pristine") / "lake"
     publish_to_lake(lake_source, lake=lake, who="tester")
-    publish_to_lake(lake_source, lake=lake, who="tester")
+    publish_to_lake(lake_source_changed, lake=lake, who="tester")
     return lake
 
 

@@ -183,7 +183,7 @@ def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -
     frontier = _page(example_site, "07-frontier.html")
     assert 'id="verdict-label">DRAFT<' in frontier and "krhpa:" in frontier
     summary = _page(example_site, "01-summary.html")
-    assert "saves up to" in summary and "Assumption: down to its" in summary
+    assert "saves up to" in summary and "Assumption (measured): time share x the distance to its" in summary
     assert "workload.isl: 2048 vs 1024" in summary  # the two cells are not compared silently
 
 
@@ -197,7 +197,8 @@ def test_filled_campaign_renders_every_section(rich_site: RenderResult) -> None:
     steps = _page(rich_site, "03-step-budget.html")
     assert "host-bound: the host gap is" in steps and "step-budget-chart" in steps
     summary = _page(rich_site, "01-summary.html")
-    assert "saves up to" in summary and "Assumption: down to its" in summary and "torch" in summary
+    assert "saves up to" in summary and "torch" in summary
+    assert "Assumption (measured): time share x the distance to its" in summary
     assert 'href="compare-workload.concurrency-1.html"' in summary
     compare = _page(rich_site, "compare-workload.concurrency-1.html")
     assert "except <strong>workload.concurrency</strong>" in compare

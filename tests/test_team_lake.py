@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy
 from conftest import TEAM_SECRET, TeamLake, free_port, run_cli
-from test_lake import DECODE, PREFILL, make_campaign
+from test_lake import DECODE, PREFILL, make_campaign, unfill
 from test_lake_concurrency import finish, start_publish, synthetic_campaign, wait_reached
 
 from perfreport.lake.compare import lake_compare
@@ -213,7 +213,7 @@ def test_same_cells_from_two_of_four_processes_one_is_refused_whole(team_lake: T
 
 
 def test_strict_refusal_leaves_catalog_and_warehouse_unchanged(team_lake: TeamLake, tmp_path: Path) -> None:
-    camp = make_campaign(tmp_path / "h200-decoder-layer")  # the example: empty context fields, basic-set captures
+    camp = make_campaign(tmp_path / "h200-decoder-layer", unfill)  # the example with its n/a fields emptied
     fresh = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", team_lake.lake, "--strict")
     assert fresh.exit_code == 2 and "Nothing was written" in fresh.output and "Traceback" not in fresh.output
     assert catalog_state(team_lake) == {} and warehouse_files(team_lake) == {}  # not even the catalog's tables
@@ -225,8 +225,7 @@ def test_strict_refusal_leaves_catalog_and_warehouse_unchanged(team_lake: TeamLa
     config.write_text(config.read_text().replace("cache: warm", "cache: cold"))
     refused = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", team_lake.lake, "--strict")
     assert refused.exit_code == 2 and "Traceback" not in refused.output
-    assert f"cells[{DECODE}].context.serving.max_num_seqs: missing" in refused.output
-    assert f"cells[{DECODE}].kernels[k000].sol_pct: not measured (basic set)" in refused.output
+    assert f"  - context.serving.max_num_seqs: missing (cell(s) {PREFILL}, {DECODE})" in refused.output
     assert catalog_state(team_lake) == catalog  # every catalog row, byte for byte
     assert warehouse_files(team_lake) == files  # every object, same size and time
     assert query(team_lake, "SELECT DISTINCT cache, publication_id FROM kernels") == query(

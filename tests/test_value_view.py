@@ -196,7 +196,7 @@ def test_cli_output_ends_with_next_lever_unlock_and_gate(example_campaign: Path)
     assert last[0].startswith(f"next lever: {top.headline()}")
     assert last[1].startswith(f"expected unlock: up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline")
     assert "exhausted" not in out
-    assert "kernels by measured time saved (the one ranking; top 10)" in out
+    assert "kernels by time saved, measured before estimated (the one ranking; top 10)" in out
 
 
 def test_empty_frontier_without_a_wall_is_not_exhausted(camp: Path) -> None:

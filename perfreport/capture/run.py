@@ -108,7 +108,7 @@ def capture_run(
     say = progress or (lambda _msg: None)
     if mode not in MODES:
         raise InputError(f"capture run: mode {mode!r} is not one of {', '.join(MODES)}.")
-    _check_plan(plan)
+    _check_plan(plan, Path(bundle_dir))
     spec = plan.spec
     name = _output_name(spec.output)
     _ensure_bundle(Path(bundle_dir), say)
@@ -169,10 +169,14 @@ def capture_run(
     return result
 
 
-def _check_plan(plan: Any) -> None:
-    if plan.verdict == "refuse":
+def _check_plan(plan: Any, bundle_dir: Path) -> None:
+    """Refuse before anything runs: the plan's own verdict, and --after-basic against the bundle's receipts."""
+    from perfreport.capture.plan.evidence import after_basic_findings
+
+    unproven = after_basic_findings(plan.spec, bundle_dir)
+    if plan.verdict == "refuse" or unproven:
         lines = "\n".join(f"  - {getattr(f, 'level', '?')} {getattr(f, 'code', '?')}: {getattr(f, 'message', f)}"
-                          for f in plan.findings)
+                          for f in [*plan.findings, *unproven])
         raise PerfReportError(f"capture run: the plan was refused by the capture policy:\n{lines}\n"
                               f"Fix the capture spec (see `perftunereport capture plan`) and retry.")
 

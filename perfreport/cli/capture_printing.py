@@ -23,6 +23,8 @@ def plan_rows(plan: Plan, ncu: str) -> list[tuple[str, str, str, str]]:
     """Each finding (code, level, message), then each ncu command (mode, capture, the shell line of plan_text)."""
     from perfreport.capture.plan.build import shell_preview
 
+    if plan.verdict == "refuse":  # only the refusals: no command a user could copy
+        return [("finding", f.code, f.level, f.message) for f in plan.findings if f.level == "refuse"]
     rows = [("finding", f.code, f.level, f.message) for f in plan.findings]
     for name, argvs in plan.as_dict(ncu)["captures"].items():
         for mode in ("launch", "attach", "launch_and_attach"):
@@ -68,7 +70,9 @@ def print_diagnoses(found: list[Diagnosis], fmt: str) -> None:
 
 def k8s_rows(plan: K8sPlan) -> list[tuple[str, str, str, str]]:
     """Each finding (code, level, message), manifest (name, path), kubectl step and cleanup (name, action, the
-    shell line of the plan's text), in run order."""
+    shell line of the plan's text), in run order; a refused plan gives only its refusals."""
+    if plan.verdict == "refuse":
+        return [("finding", f.code, f.level, f.message) for f in plan.findings if f.level == "refuse"]
     rows = [("finding", f.code, f.level, f.message) for f in plan.findings]
     rows += [("manifest", name, "", str(plan.out_dir / name)) for name in sorted(plan.manifests)]
     rows += [("step", s.name, s.action, s.preview()) for s in plan.steps]

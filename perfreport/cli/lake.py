@@ -55,14 +55,18 @@ def lake_history_cmd(lake: str | None, table: str, fmt: str) -> None:
               help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--metric", required=True, help="Numeric kernels column. Example: --metric sol_pct")
 @click.option("--campaign", default=None, help="Only this campaign's cells. Example: --campaign h200-decoder-layer")
-@click.option("--vary", default="concurrency", show_default=True,
-              help="The one descriptor field allowed to differ. Example: --vary workload.concurrency")
+@click.option("--vary", default="workload.concurrency", show_default=True,
+              help="The one descriptor field allowed to differ, as section.field (its one spelling, as in "
+                   "config.yaml's context). Example: --vary workload.concurrency")
 @format_option(csv="one row per kernel and cell of every comparable group (the cells not comparable go to stderr)",
                json="the groups with their rows, and the cells not comparable")
 def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: str, fmt: str) -> None:
-    """Compare a metric per kernel function across cells that differ only in --vary.
+    """Compare a metric per kernel across cells that differ only in --vary.
 
-    Example: perftunereport lake compare --lake lake --metric sol_pct --vary concurrency
+    Kernels pair by identity (instantiation and launch configuration), whichever section set captured them; a cell
+    that captured a kernel in several sets gives its largest set's row (full before basic), and a note says so.
+
+    Example: perftunereport lake compare --lake lake --metric sol_pct --vary workload.concurrency
     """
     from perfreport.cli.printing import print_compare
     from perfreport.lake.compare import lake_compare

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from perfreport import __version__
+from perfreport.cli.helptext import whole_help
 from perfreport.cli.options import format_option
 from perfreport.errors import PerfReportError, terminal_text
 
@@ -377,7 +378,10 @@ def value_view_cmd(campaign_dir: Path, fmt: str, handoff: Path | None, strict: b
               help="Publish only this cell (repeatable; default: every cell). Example: --cell-id decode-b16-kv2048")
 def publish_to_lake_cmd(campaign_dir: Path, lake: str | None, strict: bool, dry_run: bool, who: str | None,
                         cell_ids: tuple[str, ...]) -> None:
-    """Publish a campaign's kernels, cells and captures to the Iceberg lake (one commit per table).
+    """Publish a campaign's kernels, cells and captures to the Iceberg lake in one commit.
+
+    Re-publishing a cell replaces its rows; re-publishing rows the lake already holds writes nothing (no second
+    publication).
 
     \b
     Example:
@@ -398,6 +402,7 @@ def _register_groups() -> None:
     cli.add_command(ceilings_group)
     cli.add_command(harness_cmd)
     cli.add_command(lake_group)
+    whole_help(cli)  # --help never cuts a sentence ("...") nor a word (at a hyphen, at the width)
 
 
 _register_groups()

@@ -45,15 +45,21 @@ def _short_label(label: str, width: int) -> str:
     return _safe(shortened(label, width))
 
 
+def _leaf(key: Any) -> str:
+    """A ceiling key without its hardware token (h200_sm90.empirical.device_copy_tbps -> device_copy_tbps): the
+    column header says which roof, the campaign which GPU."""
+    return str(key).rsplit(".", 1)[-1]
+
+
 def kernel_rows(kernels: list[dict[str, Any]]) -> list[list[str]]:
     """Table cells per kernel: kernel, family, duration, AI, TFLOP/s, %SoL (key), occupancy, verdict."""
     rows = []
     for k in kernels:
-        sol = "—" if k["sol_pct"] is None else f"{k['sol_pct']:.1f}% ({k['sol_ceiling_key']})"
+        sol = "—" if k["sol_pct"] is None else f"{k['sol_pct']:.1f}% ({_leaf(k['sol_ceiling_key'])})"
         if k["sol_pct"] is None and k["sol_ceiling_key"]:
             sol = f"— ({k['sol_ceiling_key']})"
         if k.get("pct_of_achievable") is not None:  # the measured roof beside the datasheet one
-            sol += f" / {k['pct_of_achievable']:.1f}% achievable"
+            sol += f" / {k['pct_of_achievable']:.1f}% ({_leaf(k.get('achievable_key'))})"
         if k.get("ceiling_exceeded"):  # a % above 100 is not a value: its ceiling is named for re-measure
             sol += " / above " + ", ".join(key.rsplit(".", 1)[-1] for key in sorted(k["ceiling_exceeded"])) + \
                 " (re-measure)"
@@ -88,7 +94,7 @@ def _import_table(result: ImportResult, next_lever: str | None) -> None:
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")
     for col, just in (("kernel", "left"), ("family", "left"), ("duration", "right"), ("AI FLOP/B", "right"),
-                      ("TFLOP/s", "right"), ("%SoL (ceiling key) / % of achievable", "left"),
+                      ("TFLOP/s", "right"), ("% of datasheet roof / of measured roof (key)", "left"),
                       ("occupancy ach/theo", "right"), ("verdict", "left")):
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for row in kernel_rows(result.kernels):
@@ -228,8 +234,8 @@ def _render_table(result: RenderResult, max_rows: int) -> None:
     out.print(_safe(f"index: {result.index_path}"))
 
 
-VALUE_VIEW_COLUMNS = ("rank", "cell_id", "kernel", "kernel_id", "pct_of_roof", "saved_pct", "saved_ms",
-                      "saved_us_per_step", "ceiling_key", "basis")
+VALUE_VIEW_COLUMNS = ("rank", "cell_id", "kernel", "kernel_id", "pct_of_roof", "roof", "ceiling_key", "saving",
+                      "cell_weight", "campaign_saved_pct", "saved_pct", "saved_ms", "saved_us_per_step", "basis")
 
 
 def print_value_view(view: ValueView, fmt: str = "table") -> None:
@@ -241,8 +247,9 @@ def print_value_view(view: ValueView, fmt: str = "table") -> None:
         for w in view.warnings:
             click.echo(terminal_text(f"warning: {w}"), err=True)
     emit(fmt, lambda: _value_view_tables(view),
-         lambda: (VALUE_VIEW_COLUMNS, [(i, k.cell_id, k.label, k.kernel_id, k.pct_of_roof, k.saved_pct, k.saved_ms,
-                                        k.saved_us_per_step, k.ceiling_key, k.basis)
+         lambda: (VALUE_VIEW_COLUMNS, [(i, k.cell_id, k.label, k.kernel_id, k.pct_of_roof, k.roof, k.ceiling_key,
+                                        k.saving, k.cell_weight, k.campaign_saved_pct, k.saved_pct, k.saved_ms,
+                                        k.saved_us_per_step, k.basis)
                                        for i, k in enumerate(view.kernels, start=1)]),
          lambda: view_json(view), indent=2)
 
@@ -254,12 +261,13 @@ def _value_view_tables(view: ValueView) -> None:
         click.echo(terminal_text(f"warning: {w}"), err=True)
     out = console()
     if view.kernels:
-        ranked = Table(title=_safe(f"{view.campaign}: kernels by measured time saved (the one ranking; top 10)"),
-                       title_justify="left")
-        for col in ("#", "cell", "kernel", "% of roof", "time saved", "assumption"):
-            ranked.add_column(col, justify="right" if col in ("#", "% of roof", "time saved") else "left")
+        ranked = Table(title=_safe(f"{view.campaign}: kernels by time saved, measured before estimated (the one "
+                                   f"ranking; top 10)"), title_justify="left")
+        for col in ("#", "cell", "kernel", "% of roof", "against", "saving", "on base", "of cell", "assumption"):
+            ranked.add_column(col, justify="right" if col in ("#", "% of roof", "on base", "of cell") else "left")
         for i, k in enumerate(view.kernels[:10], start=1):
-            ranked.add_row(str(i), k.cell_id, _short_label(k.label, 48), pct_text(k.pct_of_roof), pct_text(k.saved_pct),
+            ranked.add_row(str(i), k.cell_id, _short_label(k.label, 48), pct_text(k.pct_of_roof),
+                           _safe(k.against or "—"), k.saving, pct_text(k.campaign_saved_pct), pct_text(k.saved_pct),
                            _safe(k.basis))
         print_table(ranked, out)
     if not view.levers:
@@ -326,22 +334,25 @@ def compare_rows(result: CompareResult) -> Rows:
 
 
 def print_compare(result: CompareResult, fmt: str = "table") -> None:
-    """Print a lake comparison: one table per comparable group and the cells not comparable; CSV: the groups as one
-    long table (the cells not comparable go to stderr); JSON: groups with their rows, and the cells not comparable."""
+    """Print a lake comparison: one table per comparable group, the section-set notes and the cells not comparable;
+    CSV: the groups as one long table (notes and cells not comparable go to stderr); JSON: all of them."""
     from perfreport.warehouse.db import QueryResult
+
+    lines = [f"note: {n}" for n in result.notes] + [f"not comparable: {n}" for n in result.not_comparable]
 
     def table() -> None:
         for g in result.groups:
             cells = ", ".join(f"{camp}/{cid}" for camp, cid, _ in g.cells)
             _query_table(QueryResult(g.columns, g.rows), title=f"{result.metric} by {result.vary}: {cells}")
-        for line in result.not_comparable:
-            click.echo(f"not comparable: {line}")
+        for line in lines:
+            click.echo(line)
 
     if fmt == "csv":
-        for line in result.not_comparable:
-            click.echo(terminal_text(f"not comparable: {line}"), err=True)
+        for line in lines:
+            click.echo(terminal_text(line), err=True)
     emit(fmt, table, lambda: compare_rows(result),
-         lambda: {"metric": result.metric, "vary": result.vary, "not_comparable": result.not_comparable,
+         lambda: {"metric": result.metric, "vary": result.vary, "notes": result.notes,
+                  "not_comparable": result.not_comparable,
                   "groups": [{"cells": [{"campaign": camp, "cell_id": cid, result.vary: value}
                                         for camp, cid, value in g.cells],
                               "rows": [dict(zip(g.columns, r, strict=True)) for r in g.rows]} for g in result.groups]})

@@ -43,7 +43,7 @@ ID_EXPECTED = f"an id matching {ID_PATTERN} (letters, digits, '.', '_', '-'; no 
 
 TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
             "krhpa")
-CELL_KEYS = ("id", "description", "captures", "timelines", "samples", "context")
+CELL_KEYS = ("id", "description", "weight", "captures", "timelines", "samples", "context")
 
 
 @dataclass
@@ -56,6 +56,9 @@ class Cell:
     context: dict[str, Any] = field(default_factory=dict)
     timelines: list[str] = field(default_factory=list)  # nsys / PyTorch-profiler kernel timelines
     samples: list[str] = field(default_factory=list)  # continuous-profiler sample counts
+    # How much of the fleet's GPU time this cell stands for (any positive number: weights are normalised over the
+    # campaign's cells); None: the cells weigh the same. Rankings across cells put every cell on this one base.
+    weight: float | None = None
 
     def effective_context(self, campaign: Campaign) -> dict[str, Any]:
         """Return the campaign context deep-merged with this cell's override (nulls never override)."""
@@ -220,8 +223,15 @@ class _Walk:
             timelines = self._captures(item.get("timelines"), f"{path}.timelines")
             samples = self._captures(item.get("samples"), f"{path}.samples")
             context = self.context(item.get("context"), f"{path}.context")
+            weight = item.get("weight")
+            if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float)
+                                       or not 0 < weight < float("inf")):
+                self.bad(f"{path}.weight", "a number > 0 (this cell's share of the fleet's GPU time, any scale)",
+                         weight)
+                weight = None
             if cell_id is not None:
-                cells.append(Cell(cell_id, description, captures, context, timelines, samples))
+                cells.append(Cell(cell_id, description, captures, context, timelines, samples,
+                                  None if weight is None else float(weight)))
         return cells
 
     def _cell_id(self, item: Mapping[str, Any], path: str, seen: dict[str, int], index: int) -> str | None:
@@ -296,6 +306,7 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
         w.bad("krhpa", "a mapping with candidate and baseline (docs/frontier.md), or leave it out", krhpa)
     context = w.context(raw.get("context"), "context")
     cells = w.cells(raw.get("cells"))
+    _one_sol_rigor(w, raw.get("sol_rigor"), context, cells)
     if w.problems:
         raise ConfigError(str(config_path), w.problems)
     found = capture_ceilings.read(campaign_dir) if from_capture else None
@@ -305,6 +316,23 @@ def _validate(raw: Mapping[Any, Any], campaign_dir: Path, config_path: Path, str
         krhpa=dict(krhpa) if krhpa is not None else None, warnings=w.warnings, from_capture=from_capture,
         capture_ceilings=found,
     )
+
+
+def _one_sol_rigor(w: _Walk, top: Any, context: dict[str, Any], cells: list[Cell]) -> None:
+    """sol_rigor is one field, the top-level one: every context's grounding.sol_rigor is set from it (the lake and
+    the gate read it there). Written again in a context it is refused where it differs, and a warning where equal."""
+    if top not in SOL_RIGOR_LEVELS:
+        return
+    for path, ctx in [("context", context), *((f"cells[{c.id}].context", c.context) for c in cells)]:
+        given = (ctx.get("grounding") or {}).pop("sol_rigor", None)
+        if given is not None and given != top:
+            w.problems.append(f"{path}.grounding.sol_rigor: {given!r} differs from the top-level sol_rigor: "
+                              f"{top!r}; sol_rigor is one field: set it once at the top of config.yaml and drop "
+                              f"this one")
+        elif given is not None:
+            w.warnings.append(f"{path}.grounding.sol_rigor repeats the top-level sol_rigor: {top}; it is one "
+                              f"field, set at the top: drop this line")
+    context.setdefault("grounding", {})["sol_rigor"] = top
 
 
 def campaign_ceilings(campaign: Campaign) -> Ceilings:

@@ -82,8 +82,10 @@ def _closing(levers: Sequence[ValuedLever], wall: Mapping[str, Any] | None,
         proposed = (f"; {LEVERS_NAME} proposes {lever.spec.id}: {lever.spec.lever} (an estimate: "
                     f"~{lever.spec.fraction:.0%} of the matched kernels' time, cost {lever.spec.cost})"
                     if lever else "")
-        unlock = (f"up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline ({top.saved_ms:.3f} ms), measured: "
-                  f"{top.basis}" + (f"; {top.host_note}" if top.host_note else ""))
+        ms = "" if top.saved_ms is None else f" ({top.saved_ms:.3f} ms)"
+        what = "measured" if top.saving == "measured" else "an estimate, not measured"
+        unlock = (f"up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline{ms}, {what}: {top.basis}" +
+                  (f"; {top.host_note}" if top.host_note else ""))
         gate = (lever.spec.gate if lever else
                 f"{top.action}; write it into {LEVERS_NAME} with the measurement that proves or refutes it")
         return top.headline() + proposed, unlock, gate, False
@@ -137,8 +139,9 @@ def view_json(view: ValueView) -> dict[str, Any]:
 
 def _kernel_json(k: KernelLever) -> dict[str, Any]:
     return {"cell_id": k.cell_id, "label": k.label, "kernel_id": k.kernel_id, "saved_pct": k.saved_pct,
-            "saved_ms": k.saved_ms, "saved_us_per_step": k.saved_us_per_step, "ceiling_key": k.ceiling_key,
-            "basis": k.basis}
+            "saved_ms": k.saved_ms, "saved_us_per_step": k.saved_us_per_step, "pct_of_roof": k.pct_of_roof,
+            "roof": k.roof, "ceiling_key": k.ceiling_key, "saving": k.saving, "cell_weight": k.cell_weight,
+            "campaign_saved_pct": k.campaign_saved_pct, "basis": k.basis}
 
 
 def _cell(text: Any) -> str:

@@ -8,6 +8,9 @@ Atomic by catalog kind:
 - REST catalogs that advertise ``POST /v1/{prefix}/transactions/commit``: one multi-table commit request.
 - Any other catalog: one commit per table in TABLES order, the ledger last (not atomic across tables).
 
+A publish whose rows the lake already holds for its cells (the same content digest, publication_id aside, every
+publication stamped on them in the ledger) commits nothing: an identical re-publish adds no second publication.
+
 Columns that rows.py gained since a table was created are added in the same commit (schema evolution by name).
 Every snapshot a publish creates carries a ``perfreport.publish`` summary property (who, when, publication,
 campaign, cells, a per-run token). When the commit loses a race, the tables are reloaded and the snapshots
@@ -33,6 +36,7 @@ import pyarrow as pa
 
 from perfreport.errors import PerfReportError, PublishConflictError
 from perfreport.lake.iceberg import NAMESPACE, SNAPSHOT_RETENTION, TABLES, load_tables
+from perfreport.lake.rows import content_digest
 
 MARK = "perfreport.publish"
 COMMIT_ATTEMPTS = 20  # a trial lost 13/100 commits with 4 retries under 4 writers, none with 20
@@ -66,6 +70,7 @@ class CommitResult:
 
     attempts: int
     atomic: bool
+    held_by: list[str] = field(default_factory=list)  # nothing committed: these publications hold the rows
 
 
 class _Recording:
@@ -166,6 +171,29 @@ def check_clock(catalog: Any, when: datetime) -> None:
         f"{CLOCK_SKEW.total_seconds() / 60:.0f} min. A publication stamped by a wrong clock misdates the lake's "
         f"history and its snapshot expiry. Set this host's clock (timedatectl set-ntp true, or chrony) and publish "
         f"again; nothing was written.")
+
+
+def held_by(tables: dict[str, Any], pub: Publish) -> list[str]:
+    """The publications whose rows the lake holds for pub's cells, when they are pub's rows (content_digest of every
+    data table equal) and each is in the ledger; [] when anything differs, and the publish writes."""
+    from pyiceberg.expressions import And, EqualTo, In
+
+    if any(name not in tables for name in TABLES):
+        return []
+    # pyiceberg's predicates are pydantic models whose positional __init__ mypy cannot see.
+    mine = And(EqualTo("campaign", pub.campaign), In("cell_id", pub.cells))  # type: ignore[call-arg, arg-type]
+    held: dict[str, pa.Table] = {}
+    for name in TABLES[:-1]:
+        columns = pub.rows[name].schema.names
+        if set(columns) - {f.name for f in tables[name].schema().fields}:
+            return []  # an older table lacks a column these rows carry
+        held[name] = tables[name].scan(row_filter=mine, selected_fields=tuple(columns)).to_arrow()
+    if content_digest(held) != content_digest({name: pub.rows[name] for name in held}):
+        return []
+    ids = {i for t in held.values() for i in t.column("publication_id").to_pylist()}
+    campaign = EqualTo("campaign", pub.campaign)  # type: ignore[call-arg, arg-type]
+    ledger = tables["publications"].scan(row_filter=campaign, selected_fields=("publication_id",)).to_arrow()
+    return sorted(ids) if ids and ids <= set(ledger.column("publication_id").to_pylist()) else []
 
 
 def _transaction(table: Any, name: str, pub: Publish) -> Any:
@@ -348,6 +376,8 @@ def _commit(catalog: Any, pub: Publish, written: list[tuple[Any, str]]) -> Commi
     start = {name: t.metadata.current_snapshot_id for name, t in tables.items()}
     hook("after-read")
     committer = atomic_committer(catalog)
+    if held := held_by(tables, pub):
+        return CommitResult(0, committer is not None, held)
     if committer is None:
         return CommitResult(_commit_sequential(catalog, pub, tables, start, written), atomic=False)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
@@ -360,6 +390,8 @@ def _commit(catalog: Any, pub: Publish, written: list[tuple[Any, str]]) -> Commi
             _give_up_after(attempt, exc, pub)
         _backoff(attempt)
         tables = _recorded(load_tables(catalog, TABLES), written)
+        if held := held_by(tables, pub):  # the publish that won the race wrote these very rows
+            return CommitResult(attempt, atomic=True, held_by=held)
         check_conflicts(tables, start, pub)
     raise AssertionError("unreachable")
 

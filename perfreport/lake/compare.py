@@ -1,9 +1,10 @@
 """Compare one kernel metric across cells whose descriptors match but for one varied field.
 
 Cells that differ in any other descriptor field are never compared: they are listed as not comparable,
-with the fields that differ from their nearest cell named. Kernels of the compared cells are paired by identity
-(kernel_identity.simplify of the name, the section set, the launch configuration: pair_kernels), never by their
-place in a cell's list: a kernel only some cells ran is `added` or `removed`.
+with the fields that differ from their nearest cell named. Kernels of the compared cells are paired by the kernel
+contract's identity (kernel_identity.simplify of the name, then the launch configuration: pair_kernels), never by
+their place in a cell's list nor by the section set that captured them: a kernel captured with --set full in one cell
+and --set basic in another is one row. A kernel only some cells ran is `added` or `removed`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from perfreport.kernels.labels import kernel_labels
 from perfreport.lake.history import tables_as_of
 from perfreport.lake.iceberg import open_lake
 from perfreport.lake.rows import DESCRIPTOR, KERNEL_MEASURES
+from perfreport.ncu.catalog.sets import section_table
 
 KEY_COLUMNS = ("kernel", "set", "change")  # then one column per compared cell
 METRICS = tuple(n for n, t in KERNEL_MEASURES if pa.types.is_integer(t) or pa.types.is_floating(t))
@@ -30,8 +32,9 @@ FIELDS = tuple(n for n, _ in DESCRIPTOR)
 
 @dataclass
 class Group:
-    """Cells equal in every descriptor field but the varied one: one row per kernel (KEY_COLUMNS: label, section
-    set, paired/added/removed), then one column per cell (None where the cell did not run it)."""
+    """Cells equal in every descriptor field but the varied one: one row per kernel (KEY_COLUMNS: label, the section
+    set of each cell's row (set_column), paired/added/removed), then one column per cell (None where it did not run
+    it)."""
 
     cells: list[tuple[str, str, Any]]  # (campaign, cell_id, varied value), sorted by value
     columns: list[str]
@@ -46,45 +49,75 @@ class CompareResult:
     vary: str
     groups: list[Group] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # which section set's rows a cell captured in several gave
+
+
+# --vary's one spelling: section.field, as config.yaml's context and the site's comparison pages write a field.
+SPELLINGS = tuple(f"{section}.{name}" for section, names in CONTEXT_FIELDS.items() for name in names)
 
 
 def _field(vary: str) -> str:
-    section, _, name = vary.rpartition(".")
-    if name in FIELDS and (not section or name in CONTEXT_FIELDS.get(section, {})):
-        return name
-    raise PerfReportError(f"lake compare --vary {vary!r}: not a descriptor field; expected one of "
-                          f"{', '.join(FIELDS)} (optionally with its section). Example: --vary workload.concurrency")
+    """The lake column that --vary (section.field) names; a bare field name is refused with its one spelling."""
+    if vary in SPELLINGS:
+        return vary.rpartition(".")[2]
+    spelled = [s for s in SPELLINGS if s.rpartition(".")[2] == vary]
+    if spelled:
+        raise PerfReportError(f"lake compare --vary {vary!r}: expected section.field (the one spelling, as in "
+                              f"config.yaml's context and the site), got the bare field name. Use --vary {spelled[0]}")
+    raise PerfReportError(f"lake compare --vary {vary!r}: not a descriptor field; expected section.field, one of "
+                          f"{', '.join(SPELLINGS)}. Example: --vary workload.concurrency")
 
 
 def _label(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-Identity = tuple[str, str]  # (instantiation, section set)
 Row = dict[str, Any]
 
 
-def identity(k: Row) -> Identity:
-    """A kernel row's identity: its instantiation (kernel_identity.simplify of the name) and section set."""
-    return (simplify(k["name"]) if k.get("name") else str(k.get("function") or "?"), k.get("section_set") or "?")
+def identity(k: Row) -> str:
+    """A kernel row's identity, as the kernel contract keys it: its instantiation (kernel_identity.simplify of the
+    name, the function where there is no name). The section set that captured it is no part of it."""
+    return simplify(k["name"]) if k.get("name") else str(k.get("function") or "?")
+
+
+def _set_rank(section_set: str | None) -> tuple[int, str]:
+    """Largest set first (most sections in metrics.yaml's section_sets: full, detailed, roofline, basic), then by
+    name; a set that table does not know, last."""
+    sections = section_table().sets.get(section_set or "")
+    return (-len(sections) if sections is not None else 1, section_set or "")
+
+
+def one_set_each(rows: list[Row]) -> tuple[list[Row], list[tuple[str, list[str]]]]:
+    """Keep, of a kernel one cell captured in several section sets, only the rows of its largest set (the one that
+    measured the most); return the rows kept and, per kernel narrowed so, (the set kept, the sets left out)."""
+    sets: dict[str, set[str | None]] = defaultdict(set)
+    for k in rows:
+        sets[identity(k)].add(k.get("section_set"))
+    keep = {ident: min(found, key=_set_rank) for ident, found in sets.items()}
+    kept = [k for k in rows if k.get("section_set") == keep[identity(k)]]
+    narrowed = [(keep[i] or "?", sorted((s or "?" for s in found - {keep[i]}), key=_set_rank))
+                for i, found in sets.items() if len(found) > 1]
+    return kept, narrowed
 
 
 def pair_kernels(cells: list[list[Row]]) -> list[list[Row | None]]:
     """Pair the kernel rows of several cells: one list per kernel, one slot per cell (None: the cell did not run it).
 
     Rows pair by identity at the same launch configuration (grid, block, work instance), wherever they sit in their
-    cell's list. Rows of an identity at a configuration only one cell has (the grid grew with the varied field) pair
-    with the other cells' such rows of that identity in kernel_id order (source, then first launch).
+    cell's list and whichever section set captured them (a cell that captured a kernel in several gives its largest
+    set's rows: one_set_each). Rows of an identity at a configuration only one cell has (the grid grew with the
+    varied field) pair with the other cells' such rows of that identity in kernel_id order (source, first launch).
     """
-    slots: dict[tuple[Identity, tuple[Any, ...], int], list[Row | None]] = {}
+    slots: dict[tuple[str, tuple[Any, ...], int], list[Row | None]] = {}
     for c, rows in enumerate(cells):
-        seen: dict[tuple[Identity, tuple[Any, ...]], int] = defaultdict(int)
-        for k in sorted(rows, key=lambda k: k["kernel_id"]):
+        seen: dict[tuple[str, tuple[Any, ...]], int] = defaultdict(int)
+        for k in sorted(one_set_each(rows)[0], key=lambda k: k["kernel_id"]):
             key = (identity(k), (k.get("grid_size"), k.get("block_size"), k.get("instance")))
             seen[key] += 1
             slots.setdefault((*key, seen[key]), [None] * len(cells))[c] = k
     paired: list[list[Row | None]] = []
-    alone: dict[Identity, list[list[Row]]] = {}
+    alone: dict[str, list[list[Row]]] = {}
     for (ident, _, _), row in slots.items():
         present = [(c, k) for c, k in enumerate(row) if k is not None]
         if len(present) > 1:
@@ -97,8 +130,17 @@ def pair_kernels(cells: list[list[Row]]) -> list[list[Row | None]]:
     return paired
 
 
+def set_column(row: list[Row | None]) -> str:
+    """The `set` of a paired kernel: the section set of its rows where the cells agree, else each cell's in column
+    order (`full/basic`, `-` for a cell without the kernel)."""
+    present = {k.get("section_set") or "?" for k in row if k is not None}
+    if len(present) == 1:
+        return present.pop()
+    return "/".join("-" if k is None else (k.get("section_set") or "?") for k in row)
+
+
 def _labels(paired: list[list[Row | None]]) -> list[str]:
-    """Each paired kernel's label over the compared cells (kernels/labels.py, the section set standing for the
+    """Each paired kernel's label over the compared cells (kernels/labels.py, the comparison standing for one
     source): a cell's own where the cells ran the same instantiations, told apart across them where they did not."""
     reps = [(next(i for i, k in enumerate(row) if k is not None), next(k for k in row if k is not None))
             for row in paired]
@@ -106,8 +148,17 @@ def _labels(paired: list[list[Row | None]]) -> list[str]:
     first = {i: n for n, i in enumerate(order)}
     return kernel_labels([{"name": k.get("name") or k.get("function") or "?",
                            "function": k.get("function") or k.get("name") or "?",
-                           "source": k.get("section_set") or "?", "launch_ids": [first[i]]}
+                           "source": "compare", "launch_ids": [first[i]]}
                           for i, (_, k) in enumerate(reps)])
+
+
+def _set_notes(who: str, rows: list[Row]) -> list[str]:
+    """Say which section set's rows stand for the kernels a cell captured in several sets."""
+    counts: dict[tuple[str, tuple[str, ...]], int] = defaultdict(int)
+    for kept, left in one_set_each(rows)[1]:
+        counts[(kept, tuple(left))] += 1
+    return [f"{who}: {n} kernel(s) captured in both {kept} and {', '.join(left)}; compared from the {kept} rows "
+            f"(the largest section set)" for (kept, left), n in sorted(counts.items())]
 
 
 def _change(values: list[bool]) -> str:
@@ -116,7 +167,7 @@ def _change(values: list[bool]) -> str:
 
 
 def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = None,
-                 vary: str = "concurrency") -> CompareResult:
+                 vary: str = "workload.concurrency") -> CompareResult:
     """Pair cells differing only in vary and tabulate metric per kernel (paired by identity), one column per value."""
     if metric not in METRICS:
         raise PerfReportError(f"lake compare --metric {metric!r}: unknown metric; expected one of "
@@ -136,7 +187,7 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for k in arrow["kernels"].to_pylist():
         kernels[(k["campaign"], k["cell_id"])].append(k)
-    result = CompareResult(metric, name)
+    result = CompareResult(metric, vary)
     for members in sorted(buckets.values(), key=lambda m: min((c["campaign"], c["cell_id"]) for c in m)):
         if len({_label(c[name]) for c in members}) < 2:
             for c in members:
@@ -148,8 +199,11 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
         columns = [*KEY_COLUMNS] + [
             f"{name}={lab}" + (f" ({c['cell_id']})" if labels.count(lab) > 1 else "")
             for lab, c in zip(labels, members, strict=True)]
-        paired = pair_kernels([kernels[(c["campaign"], c["cell_id"])] for c in members])
-        rows = [(label, identity(next(k for k in row if k is not None))[1], _change([k is not None for k in row]),
+        cell_rows = [kernels[(c["campaign"], c["cell_id"])] for c in members]
+        for c, rows_of in zip(members, cell_rows, strict=True):
+            result.notes += _set_notes(f"{c['campaign']}/{c['cell_id']}", rows_of)
+        paired = pair_kernels(cell_rows)
+        rows = [(label, set_column(row), _change([k is not None for k in row]),
                  *(None if k is None else k[metric] for k in row))
                 for label, row in zip(_labels(paired), paired, strict=True)]
         rows.sort(key=lambda r: (r[0], r[1], r[2]))

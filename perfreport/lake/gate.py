@@ -8,6 +8,7 @@ problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,21 +18,53 @@ from perfreport.config.context import CONTEXT_FIELDS, context_value_problem, mis
 from perfreport.errors import ConfigError, PerfReportError
 from perfreport.frontier.krhpa import krhpa_problems
 from perfreport.kernels.cells import FILE_NAME, read_cell
+from perfreport.kernels.identity import simplify
 
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
 
 
 class GateError(ConfigError):
-    """publish --strict found problems: every one is listed, nothing was written."""
+    """publish --strict found problems: every one is kept (`problems`), the message lists one line per kind."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = list(dict.fromkeys(problems))  # a campaign problem is carried by every cell: list it once
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        kinds = grouped(self.problems)
+        lines = "\n".join(f"  - {p}" for p in kinds)
         PerfReportError.__init__(self, (
-            f"{source}: {len(self.problems)} problem(s):\n{lines}\nNothing was written. Fill these fields in "
-            f"config.yaml (re-capture with --set full for a null %SoL; docs/frontier.md for krhpa), or publish "
-            f"without --strict to record them on the rows."))
+            f"{source}: {len(self.problems)} problem(s) of {len(kinds)} kind(s):\n{lines}\nNothing was written. "
+            f"Fill these fields in config.yaml (`n/a: why` where a field does not apply; re-capture with --set full "
+            f"for a null %SoL; docs/frontier.md for krhpa), or publish without --strict to record them on the rows."))
+
+
+_WHERE = re.compile(r"^cells\[(?P<cell>[^\]]+)\](?:\.kernels\[(?P<kernel>[^\]]+)\])?(?P<rest>.*)$")
+
+
+def grouped(problems: list[str]) -> list[str]:
+    """One line per kind of problem (its path without the cell and kernel ids, and its reason), with the cells and
+    kernels that have it, in first-seen order: 2 cells x 9 kernels missing the same thing are one line."""
+    kinds: dict[str, dict[str, list[str]]] = {}
+    for p in problems:
+        m = _WHERE.match(p)
+        if m is None:
+            kinds.setdefault(p, {})
+            continue
+        kind = ("kernels[...]" if m["kernel"] else "") + m["rest"]
+        kinds.setdefault(kind.lstrip("."), {}).setdefault(m["cell"], []).append(m["kernel"] or "")
+    out = []
+    for kind, cells in kinds.items():
+        if not cells:
+            out.append(kind)
+        elif any(k for ks in cells.values() for k in ks):
+            out.append(f"{kind} (" + "; ".join(f"cell {cell}: {len(ks)} kernel(s) {_ids(ks)}"
+                                                for cell, ks in cells.items()) + ")")
+        else:
+            out.append(f"{kind} (cell(s) {', '.join(cells)})")
+    return out
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids) if len(ids) <= 4 else f"{ids[0]}, {ids[1]}, ... {ids[-1]}"
 
 
 @dataclass
@@ -88,16 +121,32 @@ def _null_sol_reason(kernel: dict[str, Any], section_set: str | None) -> str | N
     return None
 
 
+def _fuller_rows(ncu: dict[str, Any], sets: dict[Any, Any]) -> dict[str, str]:
+    """Kernel instantiation -> the id of a row of it from a full-set source that carries a %SoL: a --set basic row of
+    the same kernel beside it is the cheaper capture of the same work, not a gap (the warehouse joins the full one)."""
+    out: dict[str, str] = {}
+    for k in ncu.get("kernels", []):
+        if sets.get(k.get("source")) in FULL_SETS and k.get("sol_pct") is not None:
+            out.setdefault(simplify(str(k.get("name") or k.get("function"))), str(k.get("id")))
+    return out
+
+
 def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None:
     grounding = check.context.get("grounding") or {}
     sets = {s.get("id"): s.get("section_set") for s in ncu.get("sources", [])}
+    fuller = _fuller_rows(ncu, sets)
     for k in ncu.get("kernels", []):
         kid = str(k.get("id"))
         kpath = f"{prefix}.kernels[{kid}]"
         problems: list[str] = [f"{kpath}: implausible value: {p} (a unit slip or a corrupt export; fix the "
                                f"export and re-import)" for p in k.get("implausible") or []]
-        if k.get("sol_pct") is None:
-            reason = _null_sol_reason(k, sets.get(k.get("source")))
+        section_set = sets.get(k.get("source"))
+        twin = fuller.get(simplify(str(k.get("name") or k.get("function"))))
+        if k.get("sol_pct") is None and section_set not in FULL_SETS and twin is not None:
+            check.kernel_notes[kid] = f"not measured ({section_set} set): the full-set row {twin} of the same " \
+                                      f"kernel carries its %SoL"
+        elif k.get("sol_pct") is None:
+            reason = _null_sol_reason(k, section_set)
             if reason:
                 check.kernel_notes[kid] = reason
                 problems.append(f"{kpath}.sol_pct: {reason}")

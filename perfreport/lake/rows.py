@@ -178,6 +178,18 @@ def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
     return rows
 
 
+def content_digest(tables: dict[str, pa.Table]) -> str:
+    """SHA-256 of the rows' content, table by table: publication_id (a stamp, not content), row order and column
+    order left out, so rows built for a publish and the same rows read back from the lake give the same digest."""
+    digest = hashlib.sha256()
+    for name in sorted(tables):
+        columns = sorted(c for c in tables[name].schema.names if c != "publication_id")
+        rows = sorted(json.dumps(r, sort_keys=True, ensure_ascii=False, default=str)
+                      for r in tables[name].select(columns).to_pylist())
+        digest.update(json.dumps([name, rows], ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
 def to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
     """Build a pyarrow table with the table's explicit schema (missing keys become null)."""
     schema = SCHEMAS[table]

@@ -2,9 +2,10 @@
 
 A publish is ONE commit across ``kernels``, ``captures``, ``cells`` and the ``publications`` ledger
 (perfreport/lake/commit.py): the data tables get an overwrite filtered on the campaign and the published cell
-ids (delete + append), the ledger one appended row. Re-publishing a cell replaces its rows; a publish killed
-half-way changes nothing; a concurrent publish of other cells is retried on top, one of the same cells is
-refused with PublishConflictError.
+ids (delete + append), the ledger one appended row. Re-publishing a cell replaces its rows, and re-publishing
+the rows the lake already holds writes nothing (no second publication); a publish killed half-way changes
+nothing; a concurrent publish of other cells is retried on top, one of the same cells is refused with
+PublishConflictError.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class PublishResult:
     dry_run: bool = False
     attempts: dict[str, int] = field(default_factory=dict)  # table -> commit attempts used
     atomic: bool = False  # all tables switched in one catalog commit
+    held_by: list[str] = field(default_factory=list)  # nothing written: these publications hold the same rows
 
     @property
     def problems(self) -> list[str]:
@@ -71,17 +73,24 @@ def publish_to_lake(campaign_dir: Path, lake: str | Path | None = None, strict: 
         committed = commit_publish(catalog, pub)
     result.attempts = dict.fromkeys(pub.rows, committed.attempts)
     result.atomic = committed.atomic
-    result.counts["publications"] = 1
+    result.held_by = committed.held_by
+    result.counts["publications"] = 0 if committed.held_by else 1
     return result
 
 
 def publish_summary(result: PublishResult) -> str:
     """Return the human summary of a publish: per cell completeness and problems, row counts, the ledger id."""
     verb = "would write (dry run, nothing written)" if result.dry_run else "wrote"
-    counts = ", ".join(f"{n} {t}" for t, n in result.counts.items())
+    counts = ", ".join(f"{n} {t}" for t, n in result.counts.items() if t != "publications" or not result.held_by)
     lines = [f"campaign {result.campaign}: {verb} {counts} to lake {result.lake} "
              f"(publication {result.publication_id})"]
-    if not result.dry_run:
+    if result.held_by:
+        held = ", ".join(result.held_by)
+        owner = f"publication {held} already holds" if len(result.held_by) == 1 else \
+            f"publications {held} already hold"
+        lines = [f"campaign {result.campaign}: nothing changed: {owner} these rows ({counts}) in lake {result.lake}; "
+                 f"nothing written"]
+    elif not result.dry_run:
         how = "one atomic commit of all tables" if result.atomic else "one commit per table, the ledger last"
         lines.append(f"  committed: {how}, attempt {max(result.attempts.values(), default=1)}")
     for c in result.checks:

@@ -8,10 +8,12 @@ from perfreport.frontier.candidates import (
     EASE,
     KernelLever,
     bound_mix,
+    campaign_weights,
     host_verdict,
     next_lever,
     rank_campaign,
     verdict_criteria,
+    weights_note,
 )
 from perfreport.frontier.krhpa import LETTERS, LEVELS, krhpa_label, krhpa_problems, rubric_rows
 from perfreport.frontier.levers import load_levers
@@ -61,8 +63,8 @@ JOIN_COLUMNS = [
     C("total_ms", "total by time source", "ms"), C("time_source", "time source"),
     C("instances", "instances", "num"), C("ncu_ms", "ncu duration", "ms"),
     C("ncu_share_pct", "ncu duration share", "pct"),
-    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
-    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
+    C("sol_pct", "% of datasheet roof (%SoL)", "pct"), C("sol_ceiling_key", "datasheet roof (key)"),
+    C("pct_of_achievable", "% of measured roof", "pct"), C("achievable_key", "measured roof (key)"),
     C("ceiling_exceeded", "ceiling to re-measure", "exceeded", wrap=True), C("bound", "bound"),
     C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("ai_measured", "AI measured", "value"),
     C("executed_per_useful", "executed / useful FLOPs", "num"),
@@ -75,8 +77,8 @@ KERNEL_COLUMNS = [
     C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("family", "family"),
     C("source_set", "set"), C("launches", "launches", "num"), C("duration_ns", "duration", "duration_ns"),
     C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
-    C("sol_pct", "%SoL", "pct"), C("sol_ceiling_key", "ceiling key"),
-    C("pct_of_achievable", "% of achievable", "pct"), C("achievable_key", "achievable key"),
+    C("sol_pct", "% of datasheet roof (%SoL)", "pct"), C("sol_ceiling_key", "datasheet roof (key)"),
+    C("pct_of_achievable", "% of measured roof", "pct"), C("achievable_key", "measured roof (key)"),
     C("ceiling_exceeded", "ceiling to re-measure", "exceeded", wrap=True), C("sm_throughput_pct", "SM %peak", "pct"),
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("bound", "bound"), C("name", "demangled name", wrap=True),
 ]
@@ -168,9 +170,9 @@ def _headline(data: CampaignData, cd: CellData, firsts: dict[str, KernelLever]) 
     timed = sorted({str(r["time_source"]) for r in rows if r.get("time_source")})
     top = None
     if longest is not None and longest.get("ncu_ms"):
-        sol = "—" if longest.get("sol_pct") is None else f"{longest['sol_pct']:.0f}% SoL"
+        sol = "—" if longest.get("sol_pct") is None else f"{longest['sol_pct']:.0f}% of datasheet roof"
         top = f"{longest['label']} ({longest.get('ncu_share_pct') or 0:.0f}% of ncu time, {sol}, " \
-              f"{longest.get('bound')})"
+              f"{longest.get('bound') or 'bound unknown'})"
     return {
         "cell_id": cd.id, "href": f"cell-{cd.id}.html",
         "ncu_ms": sum(r.get("ncu_ms") or 0.0 for r in rows) or None,
@@ -282,8 +284,9 @@ def roofline_page(data: CampaignData) -> Page:
         C("cell_id", "cell"), C("kernel_id", "id"), C("label", "kernel"), C("source", "set"),
         C("measured", "AI measured", "value"), C("ai", "AI", "num", unit="FLOP/B"),
         C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
-        C("pct_of_roof", "% of roof at AI", "pct"), C("sm_pct", "SM busy", "pct"), C("ceiling_key", "ceiling key"),
-        C("sol_pct", "%SoL", "pct"), C("bound", "bound"), C("time_share_pct", "time share", "pct")],
+        C("pct_of_roof", "% of datasheet roof at its AI", "pct"), C("sm_pct", "SM busy", "pct"),
+        C("ceiling_key", "datasheet compute roof (key)"), C("sol_pct", "% of datasheet roof (%SoL)", "pct"),
+        C("bound", "bound"), C("time_share_pct", "time share", "pct")],
         [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id)} for p in model.points],
         note=ROOFLINE_POINTS_NOTE, link_key="kernel_id"))
     return page
@@ -354,13 +357,15 @@ def frontier_page(data: CampaignData) -> Page:
         C("letter", "letter"), C("meaning", "meaning"), *[C(f"level_{n}", str(n), wrap=True) for n in LEVELS]],
         [{"letter": k, "meaning": meaning, **{f"level_{n}": names[n - 1] for n in LEVELS}}
          for k, (meaning, names) in LETTERS.items()]))
-    page.add_table(Table("kernels", "Kernels ranked by measured time saved (the one ranking: its first is the "
-                                    "next lever)", [
+    page.add_table(Table("kernels", "Kernels ranked by time saved: measured savings first, then estimates (the one "
+                                    "ranking: its first is the next lever)", [
         C("rank", "#", "num"), C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
-        C("bound", "bound"), C("pct_of_roof", "% of roof", "pct"), C("ceiling_key", "roof (key)"),
-        C("time_share_pct", "time share", "pct"), C("saved_pct", "time saved", "pct"),
-        C("saved_ms", "time saved", "ms"), C("basis", "assumption", wrap=True), C("action", "lever", wrap=True),
-        C("cost", "cost")],
+        C("bound", "bound"), C("pct_of_roof", "% of roof", "pct"), C("against", "against the roof", wrap=True),
+        C("time_share_pct", "time share", "pct"), C("saving", "saving"),
+        C("campaign_saved_pct", "saved on the campaign base", "pct"), C("cell_weight_pct", "cell weight", "pct"),
+        C("saved_pct", "saved of the cell's timeline", "pct"), C("saved_ms", "time saved", "ms"),
+        C("basis", "assumption", wrap=True), C("action", "lever", wrap=True), C("cost", "cost")],
         [{"rank": i, **lv.as_row(), "href": kernel_href(lv.cell_id, lv.kernel_id) if lv.kernel_id else None}
-         for i, lv in enumerate(view.kernels, start=1)], link_key="label"))
+         for i, lv in enumerate(view.kernels, start=1)], link_key="label",
+        note=weights_note(campaign_weights(data), any(cd.cell.weight is not None for cd in data.cells))))
     return page

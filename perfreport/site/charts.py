@@ -161,10 +161,11 @@ def _hover(body: str, first_tail_slot: int) -> str:
 
 
 HOVER_MEASURED = _hover("AI = %{customdata[10]} FLOP / %{customdata[11]} B (DRAM) = %{x:.3g} FLOP/B<br>"
-                        "%{y:.3g} TFLOP/s = %{customdata[10]} FLOP / %{customdata[7]} µs · %{customdata[2]}% of roof "
-                        "here<br>%SoL %{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
-HOVER_MEASURED_GL = _hover("AI %{x:.3g} FLOP/B · %{y:.3g} TFLOP/s · %{customdata[2]}% of roof here<br>%SoL "
-                           "%{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
+                        "%{y:.3g} TFLOP/s = %{customdata[10]} FLOP / %{customdata[7]} µs · %{customdata[2]}% of the "
+                        "datasheet roof here<br>%SoL %{customdata[4]} of HW.%{customdata[5]} · "
+                        "SM busy %{customdata[3]}", 6)
+HOVER_MEASURED_GL = _hover("AI %{x:.3g} FLOP/B · %{y:.3g} TFLOP/s · %{customdata[2]}% of the datasheet roof "
+                           "here<br>%SoL %{customdata[4]} of HW.%{customdata[5]} · SM busy %{customdata[3]}", 6)
 HOVER_UNMEASURED = _hover(UNMEASURED_LABEL + ": SM busy %{y:.3g}% (no FLOP or DRAM-byte counters in this "
                           "capture; its %SoL ceiling would be HW.%{customdata[3]})", 4)
 
@@ -251,7 +252,7 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
     for p in sorted(chosen.values(), key=lambda p: (-_tflops(p), p.cell_id, p.kernel_id)):
         name = shortened(p.label, ANNOTATION_WIDTH)
         share = f", {p.time_share_pct:.0f}% of time" if p.time_share_pct is not None else ""
-        text = f"{name} ({p.cell_id}{share}): {p.pct_of_roof:.0f}% of roof"
+        text = f"{name} ({p.cell_id}{share}): {p.pct_of_roof:.0f}% of datasheet roof"
         px = (math.log10(p.ai or 1.0) - x_range[0]) / (x_range[1] - x_range[0]) * width
         py = (y_range[1] - math.log10(_tflops(p))) / (y_range[1] - y_range[0]) * height
         left, top_px = px + 30, py - 40

@@ -14,7 +14,8 @@ from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.errors import InputError
 from perfreport.files import locked
 from perfreport.ids import check_id
-from perfreport.kernels.cells import check_source, source_id
+from perfreport.kernels.cells import FILE_NAME as NCU_FILE
+from perfreport.kernels.cells import check_source, read_cell, source_id
 from perfreport.kernels.identity import check_name_length
 from perfreport.timeshare import store
 from perfreport.timeshare.model import Parsed, TimeshareResult, decode_text, read_input, sha256
@@ -55,7 +56,36 @@ def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parse
             check_source(existing, source, path, replace)
         store.write(out, store.merge(existing, header, source, rows, rank), kind)
     warnings = [*campaign.warnings, *(f"'{path.name}': {w}" for w in parsed.warnings)]
+    if kind == "kernel_times" and (unmatched := _mostly_unmatched(path, rows, cell.cell_dir(campaign), cell.id)):
+        warnings.append(unmatched)
     return TimeshareResult(out, campaign.id, cell.id, kind, [source], rows, warnings)
+
+
+UNMATCHED_WARN = 0.5  # a timeline whose time mostly matches no captured kernel was likely of another workload
+
+
+def _mostly_unmatched(path: Path, rows: list[dict[str, Any]], cell_dir: Path, cell_id: str) -> str | None:
+    """The warning for a timeline most of whose kernel time matches no kernel ncu captured in the cell (by function,
+    as the warehouse joins), naming the largest unmatched kernels; None when the cell has no capture yet."""
+    ncu = read_cell(cell_dir / NCU_FILE)
+    if ncu is None or not rows:
+        return None
+    captured = {str(k.get("function")) for k in ncu.get("kernels", [])}
+    total = sum(int(r["total_ns"]) for r in rows)
+    missing: dict[str, int] = {}
+    for r in rows:
+        if str(r["function"]) not in captured:
+            missing[str(r["function"])] = missing.get(str(r["function"]), 0) + int(r["total_ns"])
+    lost = sum(missing.values())
+    if not total or lost <= UNMATCHED_WARN * total:
+        return None
+    top = sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{name[:60]!r} {ns / 1e6:.3f} ms" for name, ns in top[:5])
+    more = f" and {len(top) - 5} more" if len(top) > 5 else ""
+    return (f"'{path.name}': {100 * lost / total:.0f}% of its kernel time ({lost / 1e6:.3f} of {total / 1e6:.3f} ms) "
+            f"matches no kernel ncu captured in cell {cell_id}: {named}{more}. That time joins no counters (no "
+            f"roof, no %SoL): check that the timeline and the ncu capture ran the same workload, or capture these "
+            f"kernels too (ncu --kernel-name regex:...).")
 
 
 def import_nsys(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:

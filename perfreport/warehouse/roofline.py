@@ -180,7 +180,10 @@ def build_roofline(
                 notes.append(f"{label}: AI {ai:.3g} and {y:.3g} TFLOP/s are lower bounds "
                              f"({', '.join(k['flops_uncounted'])} not counted by this export); drawn at them.")
             attainable = min(ref.value, ai * hbm) if hbm is not None else ref.value
-            pct_of_roof: float | None = 100.0 * y / attainable
+            binding = hbm_key if hbm is not None and ai * hbm < ref.value else ref.key
+            # the kernel's own %SoL where it is against this same roof: one number per kernel and roof everywhere
+            pct_of_roof: float | None = (float(k["sol_pct"]) if k.get("sol_pct") is not None
+                                         and k.get("sol_ceiling_key") == binding else 100.0 * y / attainable)
         else:
             if k.get("ai_measured"):
                 notes.append(f"{label}: AI measured as 0 (no floating-point work); shown in the unmeasured band.")

@@ -1,6 +1,6 @@
 """Name why an ncu capture failed or came back empty, from ncu's console output or its report, with the fix.
 
-Every rule below matches a line ncu (or CUPTI under it) really prints; the logs they were written against are
+Every rule (rules.py) matches a line ncu (or CUPTI under it) really prints; the logs they were written against are
 tests/data/h200_capture, h200_shared, h200_oracle (ncu 2025.3.1 on an H200) and tests/data/capture_logs (public
 wording, sources in its README). Reports (.ncu-rep) are read by report.diagnose_report. Standard library only at module
 level: this runs on the GPU machine.
@@ -8,20 +8,21 @@ level: this runs on the GPU machine.
 
 from __future__ import annotations
 
-import difflib
-import itertools
 import re
-import shlex
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfreport.capture.diagnose.kernels import available_names, listed_message
+from perfreport.capture.diagnose.rules import APP_CODE, RULES, SECONDARY, SIMPLE
+
 # Stable output order: configuration mistakes first, then environment, then workload, then outcomes.
 CODES = (
     "attach-option-removed", "launch-mode-option", "injection-slot-taken", "counter-permission",
-    "cupti-version-skew", "env-wrapper", "no-attachable-process", "nondeterministic-replay", "oom",
-    "no-kernels-profiled",
-    "report-unreadable", "unknown-error", "capture-incomplete", "no-ncu-output", "ok",
+    "dcgm-profiling-conflict", "cupti-version-skew", "env-wrapper", "no-attachable-process",
+    "nondeterministic-replay", "oom", "target-exit-code", "no-kernels-profiled",
+    "report-unreadable", "unknown-error", "report-not-written", "capture-incomplete", "no-ncu-output", "ok",
 )
 # code -> (what ncu printed, what it means, the fix): the short form of each message, one per CODES entry
 # (docs/capture.md renders it).
@@ -37,6 +38,11 @@ CODE_HELP: dict[str, tuple[str, str, str]] = {
     "counter-permission": ("`ERR_NVGPUCTRPERM`, `RmProfilingAdminOnly: 1`",
                            "the driver restricts the GPU performance counters to admin users",
                            "run ncu as root or with CAP_SYS_ADMIN, or set NVreg_RestrictProfilingToAdminUsers=0"),
+    "dcgm-profiling-conflict": ("`Profiling failed because a driver resource was unavailable. Ensure that no other "
+                                "tool (like DCGM) is concurrently collecting profiling data.`",
+                                "DCGM (dcgm-exporter, the GPU Operator) holds the node's profiling counters",
+                                "`dcgmi profile --pause` before the capture and `--resume` after, or keep "
+                                "dcgm-exporter's profiling (DCGM_FI_PROF_*) metrics off that node meanwhile"),
     "cupti-version-skew": ("`CUPTI_ERROR_INVALID_DEVICE`, a CUPTI/Runtime/Driver version mismatch, `Cuda driver is "
                            "not compatible with Nsight Compute`",
                            "ncu/CUPTI and the driver come from different CUDA major versions",
@@ -54,14 +60,21 @@ CODE_HELP: dict[str, tuple[str, str, str]] = {
     "oom": ("`Failed to profile ...` + target shut down, `out of memory`",
             "the capture ran out of GPU memory (replay saves and restores what a kernel writes)",
             "capture `--set basic` first, lower --gpu-memory-utilization, or use a replica with headroom"),
+    "target-exit-code": ("`The application returned an error code (N).`, no other cause",
+                         "the profiled application itself failed with exit status N; ncu's options are not the cause",
+                         "read the application's own output (stderr); 128+N means killed by signal N"),
     "no-kernels-profiled": ("`No kernels were profiled.` (+ `Available Kernels:`), or a report with none",
                             "ncu finished without profiling a kernel",
-                            "the suggested `--kernel-name regex:...` from the available names; check --launch-skip, "
-                            "--launch-count and --kernel-name-base"),
+                            "a `--kernel-name regex:...` of the few listed names closest to the pattern used (or "
+                            "none is close); check --launch-skip, --launch-count and --kernel-name-base"),
     "report-unreadable": ("(a report)", "the report is truncated or damaged",
                           "copy it again after `==PROF== Report:`, or capture again"),
     "unknown-error": ("any other `==ERROR==` line", "ncu reported an error no rule recognises",
                       "read ncu's full output; narrow down with `--set basic` and one --kernel-name"),
+    "report-not-written": ("`==PROF== Profiling ... - N passes`, no `==PROF== Report:`, no printed results",
+                           "ncu profiled kernels but never wrote the report",
+                           "stop ncu with SIGINT, not SIGKILL; keep the target alive until `==PROF== Report:`; "
+                           "check that the -o folder is writable and has space"),
     "capture-incomplete": ("`==PROF==` lines, no profiled kernel, no report, no error",
                            "the target exited or hung, or ncu was stopped early",
                            "check the target's output and --launch-skip; let ncu reach `==PROF== Report:`"),
@@ -71,7 +84,6 @@ CODE_HELP: dict[str, tuple[str, str, str]] = {
            "ncu profiled at least one kernel", "nothing to fix"),
 }
 MAX_EVIDENCE = 5
-MAX_LISTED = 10
 
 _NCU_LINE = re.compile(r"^==(PROF|WARNING|ERROR)==")
 _RC = re.compile(r"^rc=(-?\d+)\s*$")
@@ -79,33 +91,9 @@ _FINISHED = re.compile(r'^==PROF== Profiling "(?P<name>[^"]*)".*(?:- \d+ pass(?:
 _REPORT = re.compile(r"^==PROF== Report: (?P<path>.+?)\s*$")
 _CSV_HEADER = re.compile(r'^"ID","Process ID",')
 _CSV_ROW = re.compile(r'^"(\d+)","')
-_AVAILABLE = re.compile(r"^\s*\d+\.\s+(?P<name>\S.*?)\s*$")
+# ncu's per-kernel results printed to the console (no -o): `  KERNEL (g)x(b), Context 1, Stream 7, Device 0, CC 9.0`
+_PRINTED = re.compile(r", Context \d+, Stream \d+, Device \d+, CC \d+\.\d+\s*$|^\s+Section: ")
 _KERNEL_OPT = re.compile(r"""(?:^|\s)(?:--kernel-name|-k)(?:=|\s+)(['"]?)(?P<pat>[^\s'"]+)\1""")
-_APP_CODE = re.compile(r"^==ERROR== The application returned an error code \((-?\d+)\)")
-# ==ERROR== lines that only echo another failure (the target's exit code, a header before the real line).
-_SECONDARY = re.compile(r"^==ERROR== (?:The application returned an error code|An error was reported by the driver"
-                        r"|An error occurred while trying to profile)")
-_RULES = {
-    "attach": re.compile(r"^==ERROR== unrecogni[sz]ed option '--attach'"),
-    "launch": re.compile(r"^==ERROR== Invalid option (?P<option>\S+) specified for --mode launch"),
-    "inject": re.compile(r"Another tool/injection might be loaded since CUDA_INJECTION64_PATH is set to "
-                         r"(?P<injection_path>\S+?)\.?(?:\s|$)"),
-    "perm": re.compile(r"ERR_NVGPUCTRPERM|RmProfilingAdminOnly:\s*1\b"
-                       r"|failed with error CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"
-                       r"|does not have permission to access NVIDIA GPU Performance Counters"),
-    "skew": re.compile(r"(?i:Cuda driver is not compatible with Nsight Compute)"
-                       r"|Failed to load Nsight Compute CUDA modules|CUPTI_ERROR_INVALID_DEVICE"),
-    "versions": re.compile(r"CUDA versions\. CUPTI: (?P<cupti>\d+); Runtime: (?P<runtime>\d+); "
-                           r"Driver: (?P<driver>\d+)"),
-    "child": re.compile(r"Profiling kernels launched by child processes requires the --target-processes all option"),
-    "nondet": re.compile(r"Unexpected number of profiled kernels"),
-    "failed": re.compile(r'^==ERROR== Failed to profile "(?P<name>[^"]*)"'),
-    "oom": re.compile(r"(?i:out of memory)|OutOfMemoryError"),
-    "shutdown": re.compile(r"^==PROF== Trying to shutdown target application"),
-    "empty": re.compile(r"^==WARNING== No kernels were profiled\."),
-    "noattach": re.compile(r"^==ERROR== No attachable process found"),
-    "connected": re.compile(r"^==PROF== Connected to process \d+"),
-}
 # H200, ncu 2025.3.1 (tests/data/h200_capture/graph_server_probe/, overhead3/, launch_cost/).
 GRAPH_WEDGE = ("On the H200 with ncu 2025.3.1, in 6 of 10 CUDA-graph processes released graph-mode the first "
                "node-mode attach connected, saw no kernel while the target went on replaying at full speed, and "
@@ -140,7 +128,7 @@ class _Log:
 
     def grep(self, key: str, claim: bool = True) -> list[tuple[int, re.Match[str]]]:
         """Every line matching rule `key`; claimed so unknown-error does not report it again."""
-        hits = [(i, m) for i, line in enumerate(self.lines) if (m := _RULES[key].search(line))]
+        hits = [(i, m) for i, line in enumerate(self.lines) if (m := RULES[key].search(line))]
         if claim:
             self.claimed.update(i for i, _ in hits)
         return hits
@@ -149,7 +137,7 @@ class _Log:
         """Build a Diagnosis quoting the lines at `rows`, with the exit status when the log records one."""
         if self.rc is not None:
             details["exit_status"] = self.rc
-        app = [int(m.group(1)) for line in self.lines if (m := _APP_CODE.match(line))]
+        app = [int(m.group(1)) for line in self.lines if (m := APP_CODE.match(line))]
         if app:
             details["application_exit_code"] = app[-1]
         evidence = tuple(dict.fromkeys(self.lines[i] for i in sorted(rows)))[:MAX_EVIDENCE]
@@ -161,54 +149,10 @@ def _rows(hits: list[tuple[int, re.Match[str]]]) -> list[int]:
     return [i for i, _ in hits]
 
 
-# code, rule, message ({line}: the first matching line; {option}/{injection_path}: the rule's named groups).
-_SIMPLE = (
-    ("attach-option-removed", "attach",
-     "ncu no longer has `--attach <PID>`: `{line}`. Attach over TCP instead: start the target under "
-     "`ncu --mode launch ...`, then run `ncu --mode attach --hostname 127.0.0.1 ...` with the profiling options "
-     "(--kernel-name, --launch-count, --set, -o)."),
-    ("launch-mode-option", "launch",
-     "`ncu --mode launch` rejected {option}: `{line}`. --mode launch only starts the target and waits for an "
-     "attach; profiling options belong to the attaching command. Remove {option} from the `ncu --mode launch` "
-     "command and pass it to `ncu --mode attach --hostname 127.0.0.1 {option} ...`."),
-    ("injection-slot-taken", "inject",
-     "another injection library already holds the target's CUDA injection slot: `{line}`. The CUDA driver honours "
-     "one injection library per process, so ncu cannot load its own while CUDA_INJECTION64_PATH={injection_path} "
-     "(e.g. a continuous profiler's agent) is set. Unset CUDA_INJECTION64_PATH for the capture "
-     "(`env -u CUDA_INJECTION64_PATH ncu ...`, or a replica started without the agent)."),
-    ("counter-permission", "perm",
-     "ncu may not read the GPU performance counters: `{line}`. The driver restricts them to admin users "
-     "(RmProfilingAdminOnly: 1). Run ncu as root (`sudo ncu ...`); in a container add `--cap-add SYS_ADMIN` "
-     "(Kubernetes: securityContext.capabilities.add: [SYS_ADMIN]); or have an admin set "
-     "`options nvidia NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/ and reload the driver "
-     "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)."),
-    ("env-wrapper", "child",
-     "ncu profiled only the process it launched, and the kernels ran in a child process: `{line}`. With "
-     "`--target-processes application-only`, a wrapper after `--` such as `env VAR=1 python3 ...` (or a shell "
-     "script) is the profiled process. Set the variable on ncu's own process (`VAR=1 ncu ... -- python3 ...`) or "
-     "pass `--target-processes all`."),
-    ("no-attachable-process", "noattach",
-     "the attach found no process to profile: `{line}`. Either no process on that host was started under "
-     "`ncu --mode launch` (ports 49152-49215), or another ncu is still attached to it (one attach at a time: an "
-     "attaching ncu that was killed instead of interrupted can stay connected, and the target then refuses new "
-     "attaches). Start the target with `ncu --mode launch --target-processes all -- CMD`, check --hostname/--port, "
-     "and stop a previous attach with SIGINT to its process group (`perftunereport capture run` does). A process that "
-     "was attachable before and still runs can also be one that replays CUDA graphs and whose node-mode attach after a "
-     "graph-mode one saw no kernel: it refuses attaches from then on; restart it under `ncu --mode launch` and release "
-     "it node-mode."),
-    ("nondeterministic-replay", "nondet",
-     "application replay saw a different set of kernels in a later pass: `{line}`. `--replay-mode application` "
-     "re-runs the whole process once per metric pass and needs the same profiled launches every run; this workload "
-     "varies them (batching, autotuning, caches sized from free memory). Use kernel replay (`--replay-mode kernel`, "
-     "the default) or capture the op alone with the single-op harness (`perftunereport harness ...`), whose "
-     "launches are fixed."),
-)
-
-
 def _simple(log: _Log) -> list[Diagnosis]:
     """The rules whose first matching line is the whole story."""
     found = []
-    for code, key, template in _SIMPLE:
+    for code, key, template in SIMPLE:
         if hits := log.grep(key):
             groups = hits[0][1].groupdict()
             found.append(log.make(code, template.format(line=log.lines[hits[0][0]], **groups), _rows(hits), **groups))
@@ -233,8 +177,30 @@ def _skew(log: _Log) -> Diagnosis | None:
         f"driver."), _rows(versions + hits), **details)
 
 
-def _oom(log: _Log) -> Diagnosis | None:
-    failed, oom = log.grep("failed"), log.grep("oom")
+def _dcgm(log: _Log) -> Diagnosis | None:
+    """DCGM's profiling (DCP) metrics hold the counters ncu needs; the `Failed to profile` lines that follow are
+    its consequence, not a lack of memory (public wording: tests/data/capture_logs/README.md)."""
+    hits = log.grep("dcgm")
+    if not hits:
+        return None
+    failed = log.grep("failed")
+    details: dict[str, Any] = {"kernel": failed[0][1].group("name")} if failed else {}
+    return log.make("dcgm-profiling-conflict", (
+        f"ncu could not get the GPU's profiling counters: `{log.lines[hits[0][0]]}`. Another client holds them: on "
+        f"a Kubernetes GPU node that is DCGM (nv-hostengine, run by dcgm-exporter or the GPU Operator) collecting "
+        f"its profiling metrics (DCGM_FI_PROF_*), and the counters serve one client at a time. The capture must "
+        f"not run while DCGM collects profiling counters on that node: pause them for the capture with "
+        f"`dcgmi profile --pause` (against the node's host engine, `--host ADDRESS` if it runs elsewhere) before "
+        f"it and `dcgmi profile --resume` after; or drop the DCGM_FI_PROF_* fields from dcgm-exporter's metrics "
+        f"CSV (the GPU Operator's dcgmExporter.config ConfigMap / DCGM_EXPORTER_COLLECTORS); or keep "
+        f"dcgm-exporter off the node meanwhile (`kubectl label node NODE --overwrite "
+        f"nvidia.com/gpu.deploy.dcgm-exporter=false nvidia.com/gpu.deploy.dcgm=false`, `=true` after; deleting its "
+        f"pod is not enough, the DaemonSet recreates it). Then capture again."), _rows(hits + failed), **details)
+
+
+def _oom(log: _Log, dcgm: bool) -> Diagnosis | None:
+    # under a DCGM conflict a `Failed to profile` line is that conflict's, not a sign of full memory
+    failed, oom = ([] if dcgm else log.grep("failed")), log.grep("oom")
     if not failed and not oom:
         return None
     shutdown = log.grep("shutdown", claim=False)
@@ -258,7 +224,10 @@ def diagnose_text(text: str, kernel_pattern: str | None = None) -> list[Diagnosi
     """Name every cause of a failed or empty capture in ncu's console output; [ok] for a good capture."""
     log = _Log.parse(text)
     found = [d for d in _simple(log) if d.code != "env-wrapper" or _child_warning_means_wrapper(log)]
-    found += [d for d in (_skew(log), _oom(log)) if d is not None]
+    dcgm = _dcgm(log)
+    found += [d for d in (dcgm, _skew(log), _oom(log, dcgm is not None)) if d is not None]
+    if not found and not _unclaimed_errors(log):  # beside any ncu error the target's exit code only echoes it
+        found += _target_exit(log)
     found += _unknown(log, bool(found))
     found += _empty(log, {d.code for d in found}, kernel_pattern or _pattern_from_log(log))
     return sorted(found or [_outcome(log)], key=lambda d: CODES.index(d.code))
@@ -273,9 +242,46 @@ def _child_warning_means_wrapper(log: _Log) -> bool:
                    for line in log.lines)
 
 
+# exit status -> what it says about the target, beside "the application's own exit status" (128+N: signal N)
+_EXIT_NOTES = {
+    1: "1 is the usual status of an uncaught exception (Python prints its traceback on stderr)",
+    9: "9 here is the status the application returned; a process killed by SIGKILL (the kernel's OOM killer, a "
+       "container memory limit, `kill -9`) shows as 137 (128+9) through a shell or as `OOMKilled` in `kubectl "
+       "describe pod`, so check those (and `dmesg | grep -i oom`) before reading 9 as a kill",
+}
+
+
+def _target_exit(log: _Log) -> list[Diagnosis]:
+    """`The application returned an error code (N)` with no ncu failure beside it: the target's own failure."""
+    hits = log.grep("app-code")
+    if not hits:
+        return []
+    code = int(hits[-1][1].group(1))
+    note = _EXIT_NOTES.get(code)
+    if note is None and 128 < code < 128 + 65:
+        sig = code - 128
+        name = next((s.name for s in signal.Signals if s.value == sig), f"signal {sig}")
+        note = f"{code} is 128+{sig}: the process was killed by {name} (137, SIGKILL, is what an OOM kill leaves)"
+    shown = f" {note}." if note else ""
+    if any(i < hits[-1][0] for i, _ in log.grep("shutdown", claim=False)):
+        shown += (" ncu printed `Trying to shutdown target application` before it, so ncu may have ended the target "
+                  "itself: read the ncu lines above that one.")
+    return [log.make("target-exit-code", (
+        f"the profiled application itself failed, with exit code {code}: `{log.lines[hits[-1][0]]}`. ncu passes on "
+        f"the target's own exit status; ncu's options are not the cause (an option ncu rejects stops ncu with its "
+        f"own `==ERROR==` line before the target starts).{shown} Read the application's own output (its stderr, "
+        f"above this line) for why it failed, fix that or run it once without ncu, then capture again."),
+        _rows(hits))]
+
+
+def _unclaimed_errors(log: _Log, explained: bool = True) -> list[int]:
+    """==ERROR== lines no rule explained (those only echoing another failure left out once one is explained)."""
+    return [i for i, line in enumerate(log.lines)
+            if line.startswith("==ERROR==") and i not in log.claimed and not (explained and SECONDARY.match(line))]
+
+
 def _unknown(log: _Log, explained: bool) -> list[Diagnosis]:
-    rest = [i for i, line in enumerate(log.lines)
-            if line.startswith("==ERROR==") and i not in log.claimed and not (explained and _SECONDARY.match(line))]
+    rest = _unclaimed_errors(log, explained)
     if not rest:
         return []
     more = f" (and {len(rest) - 1} more ==ERROR== line(s))" if len(rest) > 1 else ""
@@ -289,7 +295,7 @@ def _empty(log: _Log, found: set[str], pattern: str | None) -> list[Diagnosis]:
     hits = log.grep("empty", claim=False)
     if not hits:
         return []
-    names = _available(log, hits[-1][0])
+    names = available_names(log.lines, hits[-1][0])
     if not names and found & _EXPLAINS_EMPTY:
         return []
     line = log.lines[hits[-1][0]]
@@ -312,34 +318,8 @@ def _empty(log: _Log, found: set[str], pattern: str | None) -> list[Diagnosis]:
             f"launched none that ncu saw. Check that the workload reaches the GPU before it exits, that "
             f"`--profile-from-start off` is paired with cudaProfilerStart(), and that the kernels do not run in a "
             f"child process (`--target-processes all`)."), _rows(hits), available_kernels=[], pattern_used=pattern)]
-    suggested, why = _suggest(names, pattern)
-    more = f", ... (+{len(names) - MAX_LISTED} more)" if len(names) > MAX_LISTED else ""
-    listed = ", ".join(names[:MAX_LISTED]) + more
-    used = f" with --kernel-name {pattern}" if pattern else ""
-    # the suggestion is pasted into a shell: quoted, as its regex holds `|`, `\` and `$`
-    return [log.make("no-kernels-profiled", (
-        f"ncu finished without profiling a kernel{used}: `{line}`. The process launched {len(names)} kernel "
-        f"name(s): {listed}. Capture again with `--kernel-name {shlex.quote(suggested)}` ({why}); also check "
-        f"--launch-skip / "
-        f"--launch-count, and --kernel-name-base (these are ncu's function names)."),
-        _rows(hits), available_kernels=names, suggested_pattern=suggested, pattern_used=pattern)]
-
-
-def _available(log: _Log, start: int) -> list[str]:
-    """The numbered names under `Available Kernels:` after the no-kernels warning at line `start`."""
-    lines = log.lines[start + 1:]
-    if not lines or lines[0].strip() != "Available Kernels:":
-        return []
-    return [m.group("name") for m in itertools.takewhile(bool, map(_AVAILABLE.match, lines[1:])) if m]
-
-
-def _suggest(names: list[str], pattern: str | None) -> tuple[str, str]:
-    """A `regex:` pattern for the available name closest to the pattern used, else for the first names."""
-    if pattern:
-        core = re.sub(r"^(?:regex|demangled|mangled):", "", pattern)
-        best = difflib.get_close_matches(core, names, n=1, cutoff=0.0)[0]
-        return f"regex:{re.escape(best)}", f"the available name closest to {pattern!r}"
-    return "regex:" + "|".join(re.escape(n) for n in names[:3]), "the first available names"
+    message, details = listed_message(line, names, pattern)
+    return [log.make("no-kernels-profiled", message, _rows(hits), **details)]
 
 
 def _pattern_from_log(log: _Log) -> str | None:
@@ -355,6 +335,8 @@ def _outcome(log: _Log) -> Diagnosis:
     finished = [(i, m) for i, line in enumerate(log.lines) if (m := _FINISHED.match(line))]
     reports = [(i, m) for i, line in enumerate(log.lines) if (m := _REPORT.match(line))]
     names = [m.group("name") for _, m in finished] or _csv_kernels(log)
+    if finished and not reports and not any(_PRINTED.search(line) for line in log.lines):
+        return _not_written(log, finished)
     if names and (reports or not log.rc):
         report = reports[-1][1].group("path") if reports else None
         wrote = f" and wrote `{log.lines[reports[-1][0]]}`" if reports else ""
@@ -372,6 +354,23 @@ def _outcome(log: _Log) -> Diagnosis:
     return log.make("no-ncu-output", (
         "the text holds no ncu line (`==PROF==`, `==WARNING==` or `==ERROR==`): it is not ncu's console output, "
         "or ncu never started. Pass the file that holds ncu's stdout and stderr (`ncu ... > capture.log 2>&1`)."), [])
+
+
+def _not_written(log: _Log, finished: list[tuple[int, re.Match[str]]]) -> Diagnosis:
+    """Kernels finished profiling, yet ncu never said `==PROF== Report:` and printed no results instead."""
+    rc = log.rc
+    killed = " (ncu itself died of SIGKILL)" if rc in (137, -9) else ""
+    status = f" and exited with status {rc}{killed}" if rc is not None else ""
+    last = log.lines[finished[-1][0]]
+    return log.make("report-not-written", (
+        f"ncu profiled {len(finished)} kernel(s) (last: `{last}`) but never printed `==PROF== Report: <path>`"
+        f"{status}: the report was never written. ncu writes it when the target ends or when it is interrupted; "
+        f"it was killed before that (SIGKILL, an OOM kill, a `timeout -s KILL` or a pod's deadline), or the "
+        f"target was killed before ncu could write it, or the -o/--export path is not writable (a missing or "
+        f"read-only folder, no space left). Stop ncu with SIGINT and wait for `==PROF== Report:` (`capture run` "
+        f"does), keep the target alive until then, check that the -o folder exists, is writable and has space, "
+        f"then capture again."), _rows(finished[-1:]), kernels_profiled=len(finished),
+        kernels=[m.group("name") for _, m in finished], report=None)
 
 
 def _csv_kernels(log: _Log) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfreport.capture.plan.build import Plan
+from perfreport.capture.plan.build import REFUSED_NOTE, Plan
 from perfreport.capture.plan.policy import Finding, verdict_of
 from perfreport.capture.run_record import Step
 
@@ -125,17 +125,24 @@ class K8sPlan:
         return [list(s.argv) for s in [*self.steps, *self.cleanup]]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form (k8s-plan.json)."""
+        """JSON form (k8s-plan.json); a refused plan lists no steps (nothing there to run)."""
+        runnable = self.verdict != "refuse"
         return {"schema_version": 1, "method": self.method, "namespace": self.namespace, "pod": self.pod,
                 "container": self.exec_container, "target_container": self.target_container,
                 "deployment": self.deployment, "revision": self.revision, "capture_id": self.capture_id,
                 "sister": self.sister, "selector": self.selector, "workers": self.workers, "verdict": self.verdict,
-                "findings": [f.as_dict() for f in self.findings], "manifests": sorted(self.manifests),
-                "steps": [_step_dict(s) for s in self.steps], "cleanup": [_step_dict(s) for s in self.cleanup]}
+                "findings": [f.as_dict() for f in self.findings],
+                "manifests": sorted(self.manifests) if runnable else [],
+                "steps": [_step_dict(s) for s in self.steps] if runnable else [],
+                "cleanup": [_step_dict(s) for s in self.cleanup] if runnable else []}
 
     def text(self) -> str:
-        """Human form: verdict, findings, manifests, then the numbered kubectl commands."""
+        """Human form: verdict, findings, manifests, then the numbered kubectl commands; a refused plan shows only
+        its refusals, so no command is there to copy."""
         lines = [f"verdict: {self.verdict.upper()} ({self.method}, namespace {self.namespace})"]
+        if self.verdict == "refuse":
+            lines += [f"  [{f.level}] {f.code}: {f.message}" for f in self.findings if f.level == "refuse"]
+            return "\n".join([*lines, REFUSED_NOTE])
         lines += [f"  [{f.level}] {f.code}: {f.message}" for f in self.findings]
         lines += [f"manifest: {self.out_dir / name}" for name in sorted(self.manifests)]
         lines += [f"{i:2d}. {s.name}: {s.preview()}" for i, s in enumerate(self.steps, 1)]

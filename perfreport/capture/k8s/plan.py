@@ -20,7 +20,7 @@ from perfreport.capture.k8s import manifests as km
 from perfreport.capture.k8s.argv import kubectl_steps
 from perfreport.capture.k8s.model import K8sOptions, K8sPlan
 from perfreport.capture.plan.build import build_plan
-from perfreport.capture.plan.policy import Finding
+from perfreport.capture.plan.policy import WARMUP_CODE, Finding, arg_value, server_gpu_memory
 from perfreport.capture.plan.spec import CaptureSpec
 from perfreport.capture.release import BASE_PORT
 from perfreport.errors import InputError
@@ -31,7 +31,6 @@ METHODS = ("debug", "sister")
 DEBUG_PREFIX = "perfreport-ncu-"
 DEBUG_REMOTE_DIR = "/tmp"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_GPU_MEM = "--gpu-memory-utilization"
 # vLLM and SGLang spellings; the product is the number of GPU worker processes
 _PARALLEL_ARGS = (("tensor-parallel-size", ("--tensor-parallel-size", "-tp", "--tp-size", "--tp")),
                   ("pipeline-parallel-size", ("--pipeline-parallel-size", "-pp", "--pp-size", "--pp")))
@@ -75,27 +74,10 @@ def _server_args(container: Mapping[str, Any]) -> list[str]:
     return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
-def _arg_value(args: Sequence[str], names: Sequence[str]) -> str | None:
-    """The value of the last `--name V` or `--name=V` among args (the server's own parsing: last one wins)."""
-    found = None
-    for i, arg in enumerate(args):
-        for name in names:
-            if arg == name and i + 1 < len(args):
-                found = args[i + 1]
-            elif arg.startswith(f"{name}="):
-                found = arg.split("=", 1)[1]
-    return found
-
-
 def _gpu_memory(spec: CaptureSpec, container: Mapping[str, Any]) -> float | None:
-    """The spec's value, else the server's own --gpu-memory-utilization argument (for the memory rule)."""
-    if spec.gpu_memory_utilization is not None:
-        return spec.gpu_memory_utilization
-    value = _arg_value(_server_args(container), (_GPU_MEM,))
-    try:
-        return None if value is None else float(value)
-    except ValueError:
-        return None
+    """The server container's own --gpu-memory-utilization (what it runs with), else the spec's value: the memory
+    rule reads it for either method (policy.server_gpu_memory)."""
+    return server_gpu_memory(spec.with_changes(command=tuple(_server_args(container))))[0]
 
 
 def _workers(opts: K8sOptions, container: Mapping[str, Any], base: int) -> tuple[int, list[Finding]]:
@@ -105,7 +87,7 @@ def _workers(opts: K8sOptions, container: Mapping[str, Any], base: int) -> tuple
     else:
         args, sizes = _server_args(container), []
         for label, names in _PARALLEL_ARGS:
-            value = _arg_value(args, names)
+            value = arg_value(args, names)
             if value is not None:
                 if not value.isdigit() or int(value) < 1:
                     return 1, [Finding("k8s-sister-workers", "warn", f"the server's {label} argument is {value!r}, "
@@ -149,6 +131,12 @@ def _sister_plan(spec: CaptureSpec, opts: K8sOptions, deployment: Mapping[str, A
                              f"is ignored: the sister runs the Deployment's own ({shlex.join(command)})."))
     judged = build_plan(spec.with_changes(command=tuple(command), replicas=max(2, spec.replicas),
                                           gpu_memory_utilization=_gpu_memory(spec, container)))
+    if any(f.code == WARMUP_CODE for f in judged.findings):  # the sister is captured only once it serves
+        judged.findings[:] = [f for f in judged.findings if f.code != WARMUP_CODE]
+        extra.append(Finding("k8s-sister-after-ready", "info", "the sister's captures attach after its readiness "
+                             "probe passes (`kubectl wait --for=condition=Ready` after the release): its start-up "
+                             "launches (warm-up, CUDA-graph capture) are behind them, so --launch-skip 0 counts "
+                             "serving launches."))
     sopts = km.SisterOptions(container=opts.container, capture_id=opts.capture_id, ncu_image=opts.ncu_image,
                              ncu_home=opts.ncu_home, drop_env=opts.drop_env, keep_labels=opts.keep_labels,
                              entrypoint=opts.entrypoint, counters_cap=opts.counters_cap)

@@ -62,9 +62,12 @@ def run_plan(plan: K8sPlan, bundle: Path, kubectl: str = "kubectl", dry_run: boo
              progress: Progress | None = None, *, poll_s: float = 2.0, pod_timeout_s: float = 900.0,
              release_attempts: int = 60, release_retry_s: float = 5.0, hold_s: float = 2.0) -> K8sRunResult:
     """Run the plan's steps (dry_run: print them only), clean up always, write receipts; raise on failure."""
+    from perfreport.capture.plan.evidence import after_basic_findings
+
     say = progress or (lambda _msg: None)
-    if plan.verdict == "refuse":
-        lines = "\n".join(f"  - {f.code}: {f.message}" for f in plan.findings if f.level == "refuse")
+    unproven = [f for p in plan.captures() for f in after_basic_findings(p.spec, bundle)]
+    if plan.verdict == "refuse" or unproven:
+        lines = "\n".join(f"  - {f.code}: {f.message}" for f in [*plan.findings, *unproven] if f.level == "refuse")
         raise PerfReportError(f"capture k8s run: the plan was refused; nothing was run:\n{lines}\nFix the capture "
                               f"spec or the target (see `perftunereport capture k8s plan`) and retry.")
     if dry_run:

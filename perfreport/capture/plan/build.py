@@ -105,9 +105,9 @@ class Plan:
         return list(self.spec.command)
 
     def as_dict(self, ncu: str = "ncu") -> dict[str, Any]:
-        """JSON form: verdict, findings and every argv the plan can produce."""
+        """JSON form: verdict, findings and every argv the plan can produce (none for a refused plan)."""
         argvs: dict[str, Any] = {}
-        for p in self.per_kernel():
+        for p in [] if self.verdict == "refuse" else self.per_kernel():
             one: dict[str, Any] = {"attach": p.attach_argv(ncu)}
             if self.spec.command:
                 one["launch"] = p.launch_argv(ncu)
@@ -116,6 +116,9 @@ class Plan:
             argvs[p.spec.output] = one
         return {"verdict": self.verdict, "findings": [f.as_dict() for f in self.findings], "env": self.env,
                 "captures": argvs}
+
+
+REFUSED_NOTE = "no command is shown for a refused plan: fix each refusal above, then plan again."
 
 
 def build_plan(spec: CaptureSpec) -> Plan:
@@ -131,8 +134,12 @@ def shell_preview(argv: list[str], env: dict[str, str] | None = None) -> str:
 
 def plan_text(plan: Plan, ncu: str = "ncu", modes: tuple[str, ...] = ("launch", "attach", "launch_and_attach",
                                                                       "import")) -> str:
-    """Human form of a plan: verdict, each finding with its reason, then the argv per capture."""
+    """Human form of a plan: verdict, each finding with its reason, then the argv per capture; a refused plan shows
+    only its refusals, so no command is there to copy."""
     lines = [f"verdict: {plan.verdict.upper()}"]
+    if plan.verdict == "refuse":
+        lines += [f"  [{f.level}] {f.code}: {f.message}" for f in plan.findings if f.level == "refuse"]
+        return "\n".join([*lines, REFUSED_NOTE])
     for f in plan.findings:
         lines.append(f"  [{f.level}] {f.code}: {f.message}")
     for name, argvs in plan.as_dict(ncu)["captures"].items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perfreport.capture.plan.spec import CaptureSpec
@@ -18,6 +19,11 @@ LEVELS = ("refuse", "warn", "info")
 SINGLE_REPLICA_MAX_LAUNCHES = 3
 MULTI_REPLICA_MAX_LAUNCHES = 5
 GPU_MEMORY_WARN = 0.85
+GPU_MEMORY_ARG = "--gpu-memory-utilization"  # vLLM's spelling, read from the server's command line
+WARMUP_CODE = "launch-skip-warmup"
+# the warm-up rule's example: a 32-layer model and a few dozen CUDA-graph batch sizes (vLLM and SGLang capture
+# dozens by default; assumed, not measured here)
+WARMUP_EXAMPLE_LAYERS, WARMUP_EXAMPLE_SIZES = 32, 60
 # servers that fork GPU worker processes: their kernels run in children (vLLM's engine core / workers, SGLang's
 # scheduler / tp workers, torchrun ranks)
 _FORKING = re.compile(r"(^|[/\s])(vllm|sglang|torchrun|trtllm-serve|tritonserver)\b|-m\s+(vllm|sglang)\b")
@@ -45,8 +51,8 @@ def verdict_of(findings: list[Finding]) -> str:
 def check_policy(spec: CaptureSpec) -> list[Finding]:
     """Every rule that fires for spec, in a stable order."""
     out: list[Finding] = []
-    for rule in (_scope, _patterns, _replicas, _sets, _memory, _replay, _env_wrapper, _profile_start, _clocks,
-                 _processes, _launch_cost):
+    for rule in (_scope, _patterns, _replicas, _sets, _memory, _warmup, _replay, _env_wrapper, _profile_start,
+                 _clocks, _processes, _launch_cost):
         out.extend(rule(spec))
     return out
 
@@ -90,7 +96,8 @@ def _replicas(s: CaptureSpec) -> list[Finding]:
         if len(s.kernel_patterns) > 1:
             out.append(Finding("one-kernel-per-capture", "refuse", f"{len(s.kernel_patterns)} kernel patterns on a "
                                f"single replica: capture one kernel per attach, so each replay window stays short "
-                               f"and serving recovers in between (plan.per_kernel() splits them)."))
+                               f"and serving recovers in between. Plan one --kernel-name at a time (`capture run` "
+                               f"splits them itself: one capture per pattern, NAME-1, NAME-2, ...)."))
         if s.launch_count > SINGLE_REPLICA_MAX_LAUNCHES:
             out.append(Finding("launch-count", "refuse", f"launch_count {s.launch_count} on a single replica: at "
                                f"most {SINGLE_REPLICA_MAX_LAUNCHES} replayed launches per capture (each stalls "
@@ -114,16 +121,71 @@ def _sets(s: CaptureSpec) -> list[Finding]:
     if not s.section_set and not s.metrics:
         return [Finding("nothing-collected", "refuse", "no section set and no --metrics: nothing to collect. "
                         "Pass --set basic.")]
+    if heavy and s.after_basic:
+        return [Finding("after-basic-claimed", "info", "--after-basic: `capture run` and `capture k8s run` check the "
+                        "bundle for that basic capture's receipt (section_set basic, the same --kernel-name, a "
+                        "kernel profiled) and refuse the capture without one.")]
     return []
 
 
-def _memory(s: CaptureSpec) -> list[Finding]:
+def arg_value(args: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the last `--name V` or `--name=V` among args (the server's own parsing: last one wins)."""
+    found = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                found = args[i + 1]
+            elif arg.startswith(f"{name}="):
+                found = arg.split("=", 1)[1]
+    return found
+
+
+def server_gpu_memory(s: CaptureSpec) -> tuple[float | None, str]:
+    """The server's --gpu-memory-utilization and where it was read: its own command line first (what it really
+    runs with, whatever the method or replica count), else the spec's value."""
+    value = arg_value(s.command, (GPU_MEMORY_ARG,))
+    if value is not None:
+        try:
+            return float(value), f"the server's own {GPU_MEMORY_ARG} {value}"
+        except ValueError:
+            pass  # not a number: the server would refuse it; the spec's value, if any, is all there is
     g = s.gpu_memory_utilization
-    if s.replicas == 1 and g is not None and g >= GPU_MEMORY_WARN:
-        return [Finding("gpu-memory-utilization", "warn", f"gpu_memory_utilization {g:g} >= {GPU_MEMORY_WARN}: "
-                        f"kernel replay saves and restores the memory a kernel writes; with the KV cache holding "
-                        f"the rest, a --set full replay can fail or kill the server (tests/data/h200_capture/"
-                        f"gpu_full_replay.log). Capture on a replica started with a lower value.")]
+    return g, f"gpu_memory_utilization {g:g}" if g is not None else ""
+
+
+def _memory(s: CaptureSpec) -> list[Finding]:
+    # the same check on one replica, several, a sister or a debug container: replay's memory need does not change
+    g, where = server_gpu_memory(s)
+    if g is not None and g >= GPU_MEMORY_WARN:
+        return [Finding("gpu-memory-utilization", "warn", f"{where} >= {GPU_MEMORY_WARN}: kernel replay saves and "
+                        f"restores the memory a kernel writes; with the KV cache holding the rest, a --set full "
+                        f"replay can fail or kill the server (tests/data/h200_capture/gpu_full_replay.log). Capture "
+                        f"on a replica started with a lower value (e.g. {GPU_MEMORY_ARG} 0.80).")]
+    return []
+
+
+def _warmup(s: CaptureSpec) -> list[Finding]:
+    if s.launch_skip:
+        return []
+    example = WARMUP_EXAMPLE_LAYERS * (WARMUP_EXAMPLE_SIZES + 1)
+    skip = (f"Skip them with --launch-skip N, N at least the matching launches of the start-up: a kernel run once "
+            f"per layer is launched about layers x (CUDA-graph batch sizes captured + 1) times before the first "
+            f"request, e.g. --launch-skip {example} for {WARMUP_EXAMPLE_LAYERS} layers and "
+            f"{WARMUP_EXAMPLE_SIZES} sizes; or scope to a serving step's NVTX range (--nvtx-include RANGE/; with "
+            f"--replay-mode range, ncu's --range-filter picks which instances)")
+    if s.command and _FORKING.search(" ".join(s.command)):
+        return [Finding("launch-skip-warmup", "warn",
+                        f"--launch-count {s.launch_count} without --launch-skip on a server ncu sees from its start: "
+                        f"its first matching launches are the start-up's (memory profiling "
+                        f"pass, warm-up, CUDA-graph capture), so the first {s.launch_count} captured would be "
+                        f"warm-up or capture launches, not steady-state serving. {skip}; or attach once it serves "
+                        f"(`capture release`, wait for readiness, then `capture run --mode attach`).")]
+    if not s.command:
+        return [Finding("launch-skip-warmup", "info",
+                        f"--launch-count {s.launch_count} without --launch-skip: an attach counts matching launches "
+                        f"from when it connects, so attach once the server serves; a "
+                        f"server still starting (loading, warming up, capturing CUDA graphs) gives warm-up "
+                        f"launches first. {skip}.")]
     return []
 
 
@@ -237,8 +299,13 @@ RULES: tuple[tuple[str, str, str, CaptureSpec], ...] = (
     ("basic-before-full", "refuse", "--set full or roofline on one replica without --after-basic",
      _SCOPED.with_changes(section_set="full")),
     ("nothing-collected", "refuse", "no section set and no --metrics", _SCOPED.with_changes(section_set=None)),
-    ("gpu-memory-utilization", "warn", f"--gpu-memory-utilization >= {GPU_MEMORY_WARN} on one replica",
-     _SCOPED.with_changes(gpu_memory_utilization=0.9)),
+    ("after-basic-claimed", "info", "--after-basic with --set full or roofline (checked against the bundle's "
+     "receipts at run time)", _SCOPED.with_changes(section_set="full", after_basic=True)),
+    ("gpu-memory-utilization", "warn", f"the server's {GPU_MEMORY_ARG} (its command line, else the spec's) >= "
+     f"{GPU_MEMORY_WARN}, at any replica count and with either k8s method",
+     _SCOPED.with_changes(replicas=2, command=(*_VLLM, GPU_MEMORY_ARG, "0.92"))),
+    (WARMUP_CODE, "warn", "a server command and no --launch-skip", _SCOPED.with_changes(command=_VLLM)),
+    (WARMUP_CODE, "info", "an attach (no command) and no --launch-skip", _SCOPED),
     ("application-replay", "refuse", "--replay-mode application or app-range",
      _SCOPED.with_changes(replay_mode="application")),
     ("application-replay", "warn", "the same with --acknowledge-application-replay",
