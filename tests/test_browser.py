@@ -27,8 +27,8 @@ COUNT_POINTS = """(id) => {
   const gd = document.getElementById(id);
   return Array.from(gd.querySelectorAll('.scatterlayer .trace')).map(el => {
     const trace = el.__data__[0].trace;
-    return {name: trace.name, symbol: trace.marker ? trace.marker.symbol : null, mode: trace.mode,
-            points: el.querySelectorAll('path.point').length};
+    return {name: trace.name, meta: trace.meta || null, symbol: trace.marker ? trace.marker.symbol : null,
+            mode: trace.mode, points: el.querySelectorAll('path.point').length};
   });
 }"""
 
@@ -199,7 +199,7 @@ def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site
         ridges = sum(t["points"] for t in markers if t["name"] == "ridge points")
         assert (filled, hollow, ridges) == (with_ai, 0, 2) == (20, 0, 2)
         assert visit.page.locator("#roofline path.point").count() == filled + ridges  # L2/L1 points: legend-only
-        roofs = {t["name"] for t in traces if t["mode"] == "lines"}
+        roofs = {t["meta"] for t in traces if t["mode"] == "lines"}
         assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops",
                          "h200_sm90.empirical.l2_tbps", "h200_sm90.empirical.bf16_gemm_burst_tflops",
                          "h200_sm90.empirical.device_copy_tbps", "h200_sm90.empirical.l2_copy_tbps"}
@@ -391,5 +391,37 @@ def test_wide_tables_scroll_sideways_under_a_header_that_stays(browser: Any, exa
         offset = visit.page.locator("#table-internals thead th").first.evaluate(
             "(th, box) => th.getBoundingClientRect().top - box.getBoundingClientRect().top", box.element_handle())
         assert abs(offset) <= 2, offset  # sticky: still at the top of the box
+    finally:
+        visit.page.close()
+
+
+BOXES = """(id) => {
+  const gd = document.getElementById(id);
+  const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return {title: box(gd.querySelector('.gtitle')),
+          labels: Array.from(gd.querySelectorAll('.annotation .annotation-text-g')).map(box),
+          legend: Array.from(gd.querySelectorAll('.legendtext')).map(el => el.textContent)};
+}"""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1
+
+
+def test_the_roofline_reads_at_a_glance(browser: Any, example_site: RenderResult) -> None:
+    """Issue 30, point 7: no label covers another or the title; roofs are readable names in the legend."""
+    visit = Visit(browser, example_site.campaign_site / "05-roofline.html")
+    try:
+        boxes = visit.page.evaluate(BOXES, "roofline")
+        labels = boxes["labels"]
+        assert len(labels) >= 6  # the biggest kernels are labelled
+        assert not any(_overlap(boxes["title"], b) for b in labels)
+        assert not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
+        legend = boxes["legend"]
+        assert "bf16 dense 989.5 TFLOP/s (datasheet)" in legend and "HBM 4.8 TB/s (datasheet)" in legend
+        assert not any(t.startswith("h200_sm90.") for t in legend)  # the key path is on hover, not the name
+        hover = visit.page.evaluate("() => document.getElementById('roofline').data"
+                                    ".filter(t => t.mode === 'lines').map(t => t.hovertemplate)")
+        assert all(h.startswith("h200_sm90.") for h in hover)
     finally:
         visit.page.close()

@@ -70,21 +70,29 @@ def test_filled_markers_sit_at_measured_ai_and_tflops(rows: list[dict[str, Any]]
     assert [c for p in points for c in p] == pytest.approx([c for p in expected for c in p], rel=1e-3)
 
 
-def test_ceiling_traces_are_named_by_key_path(fig: dict[str, Any]) -> None:
+def test_ceiling_traces_carry_their_key_path_and_a_readable_legend_name(fig: dict[str, Any]) -> None:
     ceilings = load_ceilings()
     roofs = [t for t in fig["data"] if t.get("mode") == "lines"]
-    names = [t["name"] for t in roofs]
+    names = [t["meta"] for t in roofs]
     assert set(names) == {f"{HW}.hbm_tbps", f"{HW}.bf16_dense_tflops", f"{HW}.fp32_tflops", f"{HW}.empirical.l2_tbps",
                           # the measured roofs beside the datasheet ones (achievable_ceiling_map)
                           f"{HW}.empirical.bf16_gemm_burst_tflops", f"{HW}.empirical.device_copy_tbps",
                           f"{HW}.empirical.l2_copy_tbps"}
     assert set(names) <= set(ceilings.key_paths(HW))
     for t in roofs:
-        value = ceilings.value(t["name"])
-        assert (t["y"][0] == t["y"][1] == value) if "tflops" in t["name"] else t["y"][1] / t["x"][1] == pytest.approx(
+        value = ceilings.value(t["meta"])
+        assert (t["y"][0] == t["y"][1] == value) if "tflops" in t["meta"] else t["y"][1] / t["x"][1] == pytest.approx(
             value)
+    # roofs are named in the legend (readable words, value, which roof) with the key path on hover; none is
+    # written on the plot, where close roofs' labels overlapped
     labels = " ".join(a["text"] for a in fig["layout"]["annotations"])
-    assert all(name in labels for name in names)
+    assert not any(name in labels for name in names)
+    by_key = {t["meta"]: t for t in roofs}
+    assert by_key[f"{HW}.bf16_dense_tflops"]["name"] == "bf16 dense 989.5 TFLOP/s (datasheet)"
+    assert by_key[f"{HW}.empirical.device_copy_tbps"]["name"].startswith("device copy ")
+    assert by_key[f"{HW}.empirical.device_copy_tbps"]["name"].endswith(" TB/s (measured)")
+    assert by_key[f"{HW}.hbm_tbps"]["name"] == "HBM 4.8 TB/s (datasheet)"
+    assert all(t["hovertemplate"].startswith(t["meta"] + ": ") for t in roofs)
 
 
 def test_hollow_markers_sit_in_their_own_strip_at_sm_busy_percent(rows: list[dict[str, Any]],
@@ -126,7 +134,7 @@ def test_biggest_kernels_and_those_far_below_their_roof_are_labelled(model: Roof
 
 
 def test_roofs_have_distinct_colours_and_ridge_points(model: RooflineModel, fig: dict[str, Any]) -> None:
-    lines = {t["name"]: t for t in fig["data"] if t.get("mode") == "lines"}
+    lines = {t["meta"]: t for t in fig["data"] if t.get("mode") == "lines"}
     datasheet = [r for r in model.roofs if r.measured_for is None]
     colors = [lines[r.key]["line"]["color"] for r in datasheet]
     assert len(set(colors)) == len(colors) == len(datasheet)  # bf16 and fp32 never share a colour
@@ -163,8 +171,8 @@ def test_hierarchical_points_only_where_measured(model: RooflineModel, fig: dict
 def test_one_trace_per_cell_and_kind_sorted(fig: dict[str, Any]) -> None:
     names = [t["name"] for t in _kernel_traces(fig)]
     assert names == [
-        "decode-b16-kv2048 · AI measured", "decode-b16-kv2048 · AI unmeasured (%SoL only)",
-        "prefill-b8-s1024 · AI measured", "prefill-b8-s1024 · AI unmeasured (%SoL only)",
+        "decode-b16-kv2048 · AI measured", "decode-b16-kv2048 · AI unmeasured (at SM busy %)",
+        "prefill-b8-s1024 · AI measured", "prefill-b8-s1024 · AI unmeasured (at SM busy %)",
     ]
     assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
 
@@ -197,7 +205,7 @@ def test_l2_roof_drawn_when_ceilings_have_one(rows: list[dict[str, Any]], tmp_pa
     # the shipped H200 file carries the ncu-derived L2 peak (10.27 TB/s) and the measured L2-resident copy
     # (ceilings measure), drawn dotted beside it; a campaign override can take both away
     model = build_roofline(rows, load_ceilings(), HW)
-    roofs = {t["name"]: t for t in charts.roofline(model, "t").to_plotly_json()["data"] if t.get("mode") == "lines"}
+    roofs = {t["meta"]: t for t in charts.roofline(model, "t").to_plotly_json()["data"] if t.get("mode") == "lines"}
     assert f"{HW}.empirical.l2_tbps" in roofs and roofs[f"{HW}.empirical.l2_copy_tbps"]["line"]["dash"] == "dot"
     assert not any("L2" in n for n in model.notes)
     unmeasured = "        value: null\n        method: test\n        measured: null\n        where: null\n"

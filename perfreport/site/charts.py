@@ -21,7 +21,7 @@ from perfreport.warehouse.roofline import FAR_BELOW_PCT, RooflineModel, RoofPoin
 
 GL_THRESHOLD = 2000  # more kernel points than this: WebGL traces (Scattergl) stay interactive at 10,000
 MAX_ANNOTATIONS = 12
-UNMEASURED_LABEL = "%SoL only / AI unmeasured"
+UNMEASURED_LABEL = "AI unmeasured (at SM busy %)"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22")
 STALL_COLORS = PALETTE + ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
@@ -82,8 +82,20 @@ def _roof_colors(model: RooflineModel) -> dict[str, str]:
     return colors
 
 
+_WORDS = {"hbm": "HBM", "l2": "L2", "l1": "L1", "dram": "DRAM", "gemm": "GEMM"}
+
+
+def roof_name(key: str, value: float, unit: str, measured: bool) -> str:
+    """A roof as its legend names it: readable words, its value and which roof (the key path is on hover):
+    h200_sm90.empirical.device_copy_tbps -> `device copy 4.4 TB/s (measured)`."""
+    leaf = key.rsplit(".", 1)[-1].removesuffix("_tflops").removesuffix("_tbps")
+    words = " ".join(_WORDS.get(w, w) for w in leaf.split("_"))
+    return f"{words} {value:g} {unit} ({'measured' if measured else 'datasheet'})"
+
+
 def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A line per roof (each its colour) with its key path, and a marker at each compute roof's ridge point
+    """A line per roof (each its colour), named in the legend by readable words and value with its key path on
+    hover (labels on the plot overlapped where roofs lie close), and a marker at each compute roof's ridge point
     (where the DRAM roof meets it: kernels left of it are bandwidth-bound on that roof)."""
     traces: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
@@ -97,23 +109,20 @@ def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str,
         if roof.is_memory:
             ridge = max(peaks) / roof.value
             xs, ys = [x0, ridge], [x0 * roof.value, max(peaks)]
-            label, unit = f"{roof.key} = {roof.value:g} TB/s", "TB/s"
-            at = (x0 * 1.15, x0 * 1.15 * roof.value, "left")
+            unit = "TB/s"
         else:
             under = measured_mem if roof.measured_for and measured_mem is not None else mem  # its own ridge
             start = roof.value / under.value if under is not None else x0
             xs, ys = [start, x1], [roof.value, roof.value]
-            label, unit = f"{roof.key} = {roof.value:g} TFLOP/s", "TFLOP/s"
-            at = (x1 / 1.15, roof.value, "right")
+            unit = "TFLOP/s"
         traces.append(dict(
-            type="scatter", x=xs, y=ys, mode="lines", name=roof.key, legendgroup="roofs",
-            legendgrouptitle=dict(text="roofs (key path; dotted: measured)"),
+            type="scatter", x=xs, y=ys, mode="lines", legendgroup="roofs", meta=_t(roof.key),
+            name=_t(roof_name(roof.key, roof.value, unit, roof.measured_for is not None or ".empirical." in roof.key)),
+            legendgrouptitle=dict(text="roofs (dotted: measured; key path on hover)"),
             line=dict(color=color, width=2, dash="dot" if roof.measured_for else
                       "solid" if roof.level in ("compute", "dram") else "dash"),
             hovertemplate=f"{_t(roof.key)}: {roof.value:g} {unit}<extra></extra>",
         ))
-        notes.append(dict(x=math.log10(at[0]), y=math.log10(at[1]), text=_t(label), showarrow=False,
-                          xanchor=at[2], yanchor="bottom", font=dict(size=10, color=color)))
     if mem is not None:
         ridges = [r for r in model.roofs if not r.is_memory and r.measured_for is None]
         traces.append(dict(
@@ -198,7 +207,7 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                     hollow_index += 1
                 ys, axes = [_r(p.sm_pct) for p in pts], {"xaxis": "x2", "yaxis": "y2"}
             sizes = [_size(p) for p in pts]
-            kind = "AI measured" if measured else "AI unmeasured (%SoL only)"
+            kind = "AI measured" if measured else "AI unmeasured (at SM busy %)"
             hover = (HOVER_MEASURED_GL if use_gl else HOVER_MEASURED) if measured else HOVER_UNMEASURED
             template = hover.replace("CELL", _t(cell))
             template = template.replace("CONTEXT", context)
@@ -259,8 +268,12 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
         right = left + 5.6 * len(text)
         if right > width:  # near the right edge: label to the left of the point
             left, right = px - 30 - 5.6 * len(text), px - 30
-        while any(top_px < t + 15 and top_px + 15 > t and left < r and right > lf for lf, t, r in placed):
-            top_px -= 16
+        step = -16
+        while any(top_px < t + 15 and top_px + 15 > t and left < r and right > lf for lf, t, r in placed) or \
+                top_px < 0:
+            if top_px < 0:  # above the plot it would cover the title: stack downward from the top instead
+                top_px, step = max(top_px, 0.0) + 2, 16
+            top_px += step
         placed.append((left, top_px, right))
         out.append(dict(x=math.log10(p.ai or 1.0), y=math.log10(_tflops(p)), showarrow=True, arrowhead=2,
                         arrowsize=0.8, arrowcolor="#888", ax=round(left - px if left > px else right - px),
@@ -298,6 +311,7 @@ def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
     if has_hollow:
         layout["xaxis2"] = dict(domain=list(STRIP_DOMAIN), range=[0, 1], showticklabels=False, showgrid=False,
                                 zeroline=False, title=dict(text="AI<br>unmeasured", font=dict(size=10)))
+        # the strip's axis and its legend entries say the same: hollow markers at SM busy %, AI not measured
         layout["yaxis2"] = _axis("SM busy % (AI unmeasured: no FLOP/byte counters)", anchor="x2", range=[0, 105])
     return _figure(traces, layout)
 
