@@ -210,3 +210,11 @@ def test_dark_mode_sets_every_colour_and_stays_readable(example_site: RenderResu
                        ("head-link", "head-bg")):
             assert _contrast(scheme[fg], scheme[bg]) >= 4.5, (fg, bg, scheme[fg], scheme[bg])
     assert _contrast(dark["bg"], "#000000") < 1.5  # dark indeed
+
+
+def test_no_page_shows_a_python_none(example_site: RenderResult) -> None:
+    """Issue 30, point 8: an empty value shows an em dash or says what is missing, never Python's `None`."""
+
+    for path, _ in example_site.pages:
+        text = re.sub(r"<script\b.*?</script>", "", path.read_text(encoding="utf-8"), flags=re.S)
+        assert not re.search(r"\bNone\b", text), path.name
