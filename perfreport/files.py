@@ -61,13 +61,10 @@ def write_text_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # a write past the disk or the file-size limit names no file: name the target
+        if isinstance(exc, OSError) and exc.filename is None:  # a write past the disk or size limit names no file
             raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
         raise
 
 

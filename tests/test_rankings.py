@@ -18,25 +18,14 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLE, run_cli
+from test_lake import make_campaign as _campaign
 
 from perfreport.frontier.value_view import value_view, view_json
 from perfreport.site.campaign_pages import frontier_page, roofline_page
-from perfreport.warehouse.campaign_import import import_campaign
 from perfreport.warehouse.gather import gather
 
 DECODE, PREFILL = "decode-b16-kv2048", "prefill-b8-s1024"
 DATA = Path(__file__).parent / "data"
-
-
-def _campaign(dst: Path, edit: Any = None) -> Path:
-    shutil.copytree(EXAMPLE, dst, ignore=shutil.ignore_patterns("cells", "__pycache__"))
-    if edit is not None:
-        config = dst / "config.yaml"
-        doc = yaml.safe_load(config.read_text())
-        edit(doc)
-        config.write_text(yaml.safe_dump(doc, sort_keys=False))
-    import_campaign(dst)
-    return dst
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,11 @@ class KernelLever:
     campaign_saved_pct: float | None = None
 
     @property
+    def rests_on(self) -> str:
+        """What the saving rests on, as every page and verb words it: `measured` or `an estimate, not measured`."""
+        return "measured" if self.saving == "measured" else "an estimate, not measured"
+
+    @property
     def against(self) -> str | None:
         """The roof pct_of_roof is against, in words: `measured roof <key>` or `datasheet roof <key>`."""
         return None if self.roof is None else f"{self.roof} roof {self.ceiling_key}"
@@ -65,7 +70,7 @@ class KernelLever:
     def as_row(self) -> dict[str, Any]:
         """Return the lever as a table row (with `against`, the roof of its %, in words)."""
         weight = None if self.cell_weight is None else 100.0 * self.cell_weight
-        return {**self.__dict__, "against": self.against, "cell_weight_pct": weight}
+        return {**self.__dict__, "against": self.against, "rests_on": self.rests_on, "cell_weight_pct": weight}
 
     def headline(self) -> str:
         """One line: where, how much, against what (the same words on every page and in the CLI)."""
@@ -74,9 +79,8 @@ class KernelLever:
         step = f", {self.saved_us_per_step:.1f} µs per step" if self.saved_us_per_step is not None else ""
         host = f"; {self.host_note}" if self.host_note else ""
         ms = "" if self.saved_ms is None else f" ({self.saved_ms:.3f} ms{step})"
-        what = "measured: " if self.saving == "measured" else "an estimate, not measured: "
         return f"{self.label} in {self.cell_id}: saves up to {self.saved_pct:.1f}% of the cell's timeline{ms}; " \
-               f"{what}{self.basis}{host}"
+               f"{self.rests_on}: {self.basis}{host}"
 
 
 def action_for(row: Mapping[str, Any]) -> tuple[str, str]:

@@ -83,8 +83,7 @@ def _closing(levers: Sequence[ValuedLever], wall: Mapping[str, Any] | None,
                     f"~{lever.spec.fraction:.0%} of the matched kernels' time, cost {lever.spec.cost})"
                     if lever else "")
         ms = "" if top.saved_ms is None else f" ({top.saved_ms:.3f} ms)"
-        what = "measured" if top.saving == "measured" else "an estimate, not measured"
-        unlock = (f"up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline{ms}, {what}: {top.basis}" +
+        unlock = (f"up to {top.saved_pct:.1f}% of {top.cell_id}'s timeline{ms}, {top.rests_on}: {top.basis}" +
                   (f"; {top.host_note}" if top.host_note else ""))
         gate = (lever.spec.gate if lever else
                 f"{top.action}; write it into {LEVERS_NAME} with the measurement that proves or refutes it")

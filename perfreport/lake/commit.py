@@ -173,15 +173,22 @@ def check_clock(catalog: Any, when: datetime) -> None:
         f"again; nothing was written.")
 
 
+def _own_cells(pub: Publish) -> Any:
+    """The row filter of pub's (campaign, cell) keys: what its commit replaces and what it compares against."""
+    from pyiceberg.expressions import And, EqualTo, In
+
+    # pyiceberg's predicates are pydantic models whose positional __init__ mypy cannot see.
+    return And(EqualTo("campaign", pub.campaign), In("cell_id", pub.cells))  # type: ignore[call-arg, arg-type]
+
+
 def held_by(tables: dict[str, Any], pub: Publish) -> list[str]:
     """The publications whose rows the lake holds for pub's cells, when they are pub's rows (content_digest of every
     data table equal) and each is in the ledger; [] when anything differs, and the publish writes."""
-    from pyiceberg.expressions import And, EqualTo, In
+    from pyiceberg.expressions import EqualTo
 
     if any(name not in tables for name in TABLES):
         return []
-    # pyiceberg's predicates are pydantic models whose positional __init__ mypy cannot see.
-    mine = And(EqualTo("campaign", pub.campaign), In("cell_id", pub.cells))  # type: ignore[call-arg, arg-type]
+    mine = _own_cells(pub)
     held: dict[str, pa.Table] = {}
     for name in TABLES[:-1]:
         columns = pub.rows[name].schema.names
@@ -198,7 +205,6 @@ def held_by(tables: dict[str, Any], pub: Publish) -> list[str]:
 
 def _transaction(table: Any, name: str, pub: Publish) -> Any:
     """Stage this publish's change of one table (data and manifests written, nothing committed)."""
-    from pyiceberg.expressions import And, EqualTo, In
     from pyiceberg.table.update.snapshot import ExpireSnapshots
 
     props = {MARK: pub.mark()}
@@ -210,8 +216,7 @@ def _transaction(table: Any, name: str, pub: Publish) -> Any:
     if name == "publications":
         tx.append(pub.rows[name], snapshot_properties=props)
     else:
-        # pyiceberg's predicates are pydantic models whose positional __init__ mypy cannot see.
-        where = And(EqualTo("campaign", pub.campaign), In("cell_id", pub.cells))  # type: ignore[call-arg, arg-type]
+        where = _own_cells(pub)
         with warnings.catch_warnings():
             # A first publish of a cell deletes nothing: expected, not worth a warning.
             warnings.filterwarnings("ignore", message="Delete operation did not match any records")

@@ -121,13 +121,17 @@ def _null_sol_reason(kernel: dict[str, Any], section_set: str | None) -> str | N
     return None
 
 
+def _instantiation(k: dict[str, Any]) -> str:
+    return simplify(str(k.get("name") or k.get("function")))
+
+
 def _fuller_rows(ncu: dict[str, Any], sets: dict[Any, Any]) -> dict[str, str]:
     """Kernel instantiation -> the id of a row of it from a full-set source that carries a %SoL: a --set basic row of
     the same kernel beside it is the cheaper capture of the same work, not a gap (the warehouse joins the full one)."""
     out: dict[str, str] = {}
     for k in ncu.get("kernels", []):
         if sets.get(k.get("source")) in FULL_SETS and k.get("sol_pct") is not None:
-            out.setdefault(simplify(str(k.get("name") or k.get("function"))), str(k.get("id")))
+            out.setdefault(_instantiation(k), str(k.get("id")))
     return out
 
 
@@ -141,8 +145,8 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None
         problems: list[str] = [f"{kpath}: implausible value: {p} (a unit slip or a corrupt export; fix the "
                                f"export and re-import)" for p in k.get("implausible") or []]
         section_set = sets.get(k.get("source"))
-        twin = fuller.get(simplify(str(k.get("name") or k.get("function"))))
-        if k.get("sol_pct") is None and section_set not in FULL_SETS and twin is not None:
+        twin = fuller.get(_instantiation(k)) if k.get("sol_pct") is None and section_set not in FULL_SETS else None
+        if twin is not None:
             check.kernel_notes[kid] = f"not measured ({section_set} set): the full-set row {twin} of the same " \
                                       f"kernel carries its %SoL"
         elif k.get("sol_pct") is None:
@@ -155,10 +159,9 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None
         else:
             if not k.get("sol_ceiling_key"):
                 problems.append(f"{kpath}.sol_ceiling_key: missing; a %SoL needs the ceiling it divides by")
-            for name in ("sol_rigor", "trials"):
-                if context_value_problem(name, grounding.get(name)):
-                    problems.append(f"{kpath}.{name}: missing; a published %SoL needs "
-                                    f"context.grounding.{name}")
+            # grounding.sol_rigor is the top-level sol_rigor, always set (campaign._one_sol_rigor)
+            if context_value_problem("trials", grounding.get("trials")):
+                problems.append(f"{kpath}.trials: missing; a published %SoL needs context.grounding.trials")
         if problems:
             check.kernel_problems[kid] = problems
 

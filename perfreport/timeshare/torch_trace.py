@@ -63,6 +63,16 @@ def _microseconds(path: Path, i: int, name: str, key: str, value: Any) -> float:
     return float(value)
 
 
+def _key(v: Any) -> Any:
+    """An event field as part of a dict key: a JSON scalar as it is, a list or object (not hashable) by its repr."""
+    return v if isinstance(v, str | int | float | bool | None) else repr(v)
+
+
+def _lane(e: dict[str, Any]) -> tuple[Any, Any]:
+    """The (pid, tid) a kernel ran on."""
+    return _key(e.get("pid")), _key(e.get("tid"))
+
+
 def _kernel_spans(path: Path, events: list[Any]) -> tuple[list[tuple[int, str, int]], list[str]]:
     """Each GPU kernel of the trace once, as (event index, name, duration ns), and the warnings of reading them.
 
@@ -77,7 +87,7 @@ def _kernel_spans(path: Path, events: list[Any]) -> tuple[list[tuple[int, str, i
     unmatched: Counter[str] = Counter()
 
     def add(i: int, e: dict[str, Any], name: str, dur: float) -> None:
-        key = (quoted(e.get("pid")), quoted(e.get("tid")), name, e.get("ts"), dur)
+        key = (*_lane(e), name, _key(e.get("ts")), dur)
         if key in seen:
             copies[name] += 1
             return
@@ -92,7 +102,7 @@ def _kernel_spans(path: Path, events: list[Any]) -> tuple[list[tuple[int, str, i
             name = _kernel_name(path, i, e)
             add(i, e, name, _microseconds(path, i, name, "dur", e.get("dur")))
         elif ph in ("B", "E"):
-            lane = (quoted(e.get("pid")), quoted(e.get("tid")))
+            lane = _lane(e)
             stack = open_begins.setdefault(lane, [])
             if ph == "B":
                 name = _kernel_name(path, i, e)
