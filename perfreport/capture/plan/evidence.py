@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from perfreport.bundle import CAPTURE_FILES, PROFILES_DIR
-from perfreport.capture.plan.policy import Finding
+from perfreport.capture.plan.policy import HEAVY_SETS, Finding
 from perfreport.capture.plan.spec import CaptureSpec
 from perfreport.errors import InputError
-
-HEAVY_SETS = ("full", "roofline")  # the sets --after-basic unlocks on one replica (policy._sets)
 
 
 def after_basic_findings(spec: CaptureSpec, bundle_dir: Path) -> list[Finding]:

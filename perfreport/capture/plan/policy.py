@@ -111,8 +111,11 @@ def _replicas(s: CaptureSpec) -> list[Finding]:
     return []
 
 
+HEAVY_SETS = ("full", "roofline")  # many replay passes each: on one replica only after a basic capture (--after-basic)
+
+
 def _sets(s: CaptureSpec) -> list[Finding]:
-    heavy = s.section_set in ("full", "roofline")
+    heavy = s.section_set in HEAVY_SETS
     if s.replicas == 1 and heavy and not s.after_basic:
         return [Finding("basic-before-full", "refuse", f"--set {s.section_set} on a single replica before a "
                         f"basic capture: capture --set basic of the same kernel first (a few replay passes "
