@@ -5,6 +5,7 @@
 (function () {
   "use strict";
   var FIELDS = PERFREPORT_FIELDS;
+  var PADDING_FLAG = PERFREPORT_PADDING_FLAG;  // warehouse/roofline.py PADDING_FLAG, written above this code
   var data = JSON.parse(document.getElementById("kernel-data").textContent);
   var root = document.getElementById("kernel");
   var kernels = (data.doc && data.doc.kernels) || [];
@@ -100,6 +101,39 @@
         return [link("#" + encodeURIComponent(k.id), label(k)), k.family, n(k.launches, num(k.launches)),
                 n(k.duration_ns, us(k.duration_ns)), k.bound, k.name];
       }), [2, 3], [5]));
+  }
+
+  // The answer first: where the kernel stands (AI, %SoL against which roof, bound, time share, padding), then
+  // what the row is and every number behind it.
+  function headline(k) {
+    var s = section("At a glance", "headline");
+    var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
+    var pct = function (v) { return isNum(v) ? v.toFixed(1) + "%" : null; };
+    var share = joined.filter(function (r) { return isNum(r.time_share_pct); });
+    var total = share.reduce(function (a, r) { return a + r.time_share_pct; }, 0);
+    var padded = joined.filter(function (r) { return isNum(r.executed_per_useful); });
+    var amdahl = joined.filter(function (r) { return isNum(r.amdahl_bound_pct); });
+    var rows = [
+      ["arithmetic intensity", k.ai_measured && isNum(k.arithmetic_intensity)
+        ? num(k.arithmetic_intensity) + " FLOP/B (DRAM), measured"
+        : "not measured: " + (k.ai_measured ? "no floating-point work (AI 0)" : "no FLOP or DRAM-byte counters in " +
+                              "this capture (--set full measures them)")],
+      ["% of datasheet roof (%SoL)", isNum(k.sol_pct) ? pct(k.sol_pct) + " of " + k.sol_ceiling_key
+        : "not measured" + (k.sol_ceiling_key ? " (its roof would be " + k.sol_ceiling_key + ")" : "")],
+      ["% of measured roof", isNum(k.pct_of_achievable) ? pct(k.pct_of_achievable) + " of " + k.achievable_key
+        : (k.achievable_key ? "not measured (" + k.achievable_key + ")" : "no measured roof on this hardware")],
+      ["bound", (k.bound || DASH) + (k.bound_reason ? ": " + k.bound_reason : "")],
+      ["time share", share.length ? num(total) + "% of the cell's timeline (" + share[0].time_source + ")"
+        : "no timeline imported for this kernel: ncu durations only"],
+      ["executed / useful FLOPs", padded.length ? padded.map(function (r) {
+        return num(r.executed_per_useful) + "x" + (r.op ? " (" + r.op + ")" : "");
+      }).join("; ") + (padded.some(function (r) { return r.executed_per_useful >= PADDING_FLAG; })
+        ? ": executes more than its op needs; the padded work is the lever before any roof" : "")
+        : "unknown (no trace recorded with shapes)"],
+      ["Amdahl bound", amdahl.length ? num(amdahl.reduce(function (a, r) { return a + r.amdahl_bound_pct; }, 0)) +
+        "% of the cell's timeline (" + (amdahl[0].amdahl_basis || DASH) + ")" : "unknown (needs a time share and a roof)"]
+    ];
+    s.appendChild(table("headline-table", ["", ""], rows, [], [1], true));
   }
 
   function identity(k) {
@@ -245,6 +279,7 @@
     back.appendChild(link("#", "all kernel rows of cell " + data.cell));
     root.appendChild(back);
     root.appendChild(el("h2", label(k), "kernel-title"));
+    headline(k);
     var src = identity(k);
     open(k, src);
     derived(k);

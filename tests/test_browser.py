@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import EVIL_FIELD, EVIL_KERNEL
 
+from perfreport.site.charts import USEFUL_NAME
 from perfreport.site.render import RenderResult
 
 CHROMIUM = os.environ.get("PERFREPORT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -186,7 +187,8 @@ def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site
     for cell in ("decode-b16-kv2048", "prefill-b8-s1024"):
         table = json.loads((example_site.campaign_site / f"cell-{cell}.kernels.json").read_text())
         kernels += table["rows"]
-    # every kernel has a --set full row: the --set basic rows of the same kernels are not drawn (no hollow strip)
+    # every kernel of these cells has a --set full row: their --set basic rows are not drawn; the hollow strip holds
+    # the attach cell's three --set basic rows (no full twin)
     with_ai = sum(1 for k in kernels if k["arithmetic_intensity"] is not None)
     visit = Visit(browser, example_site.campaign_site / "05-roofline.html")
     try:
@@ -197,13 +199,15 @@ def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site
         filled = sum(t["points"] for t in markers if t["symbol"] == "circle")
         hollow = sum(t["points"] for t in markers if t["symbol"] == "circle-open")
         ridges = sum(t["points"] for t in markers if t["name"] == "ridge points")
-        assert (filled, hollow, ridges) == (with_ai, 0, 2) == (20, 0, 2)
-        assert visit.page.locator("#roofline path.point").count() == filled + ridges  # L2/L1 points: legend-only
-        roofs = {t["meta"] for t in traces if t["mode"] == "lines"}
+        assert (filled, hollow, ridges) == (with_ai, 3, 2) == (20, 3, 2)
+        useful = sum(t["points"] for t in markers if t["symbol"] == "diamond-open")  # decode attention's useful work
+        # L2/L1 points: legend-only
+        assert visit.page.locator("#roofline path.point").count() == filled + hollow + ridges + useful == 26
+        roofs = {t["meta"] for t in traces if t["mode"] == "lines" and t["name"] != USEFUL_NAME}
         assert roofs == {"h200_sm90.hbm_tbps", "h200_sm90.bf16_dense_tflops", "h200_sm90.fp32_tflops",
                          "h200_sm90.empirical.l2_tbps", "h200_sm90.empirical.bf16_gemm_burst_tflops",
                          "h200_sm90.empirical.device_copy_tbps", "h200_sm90.empirical.l2_copy_tbps"}
-        assert visit.page.get_by_text("SM busy % (AI unmeasured").count() == 0
+        assert visit.page.get_by_text("SM busy % (AI unmeasured").count() == 1
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "05-roofline.png"
         visit.page.locator("#roofline").screenshot(path=str(shot))
@@ -224,7 +228,7 @@ def test_legend_click_hides_a_cell(browser: Any, example_site: RenderResult) -> 
         entry.locator("rect.legendtoggle").click()  # plotly waits out its double-click delay, then redraws
         visit.page.wait_for_function(f"document.querySelectorAll('#roofline path.point').length < {before}",
                                      timeout=5000)
-        assert visit.page.locator("#roofline path.point").count() == before - hidden == 22 - 9
+        assert visit.page.locator("#roofline path.point").count() == before - hidden == 26 - 9
     finally:
         visit.page.close()
 
@@ -349,7 +353,8 @@ def test_text_is_readable_in_the_readers_colour_scheme(browser: Any, example_sit
                                                        scheme: str) -> None:
     """prefers-color-scheme: the dark scheme turns the page dark and keeps text, headers, links and notes at a
     readable contrast (WCAG AA, 4.5:1); charts keep their white plotly background."""
-    visit = Visit(browser, example_site.campaign_site / "04-time-share.html", color_scheme=scheme)
+    # page 5 holds every kind of text checked: body, table headers and cells, links in a table, a note, a chart
+    visit = Visit(browser, example_site.campaign_site / "05-roofline.html", color_scheme=scheme)
     try:
         visit.check_offline_and_clean()
         c = visit.page.evaluate(COLOURS)
@@ -421,7 +426,8 @@ def test_the_roofline_reads_at_a_glance(browser: Any, example_site: RenderResult
         assert "bf16 dense 989.5 TFLOP/s (datasheet)" in legend and "HBM 4.8 TB/s (datasheet)" in legend
         assert not any(t.startswith("h200_sm90.") for t in legend)  # the key path is on hover, not the name
         hover = visit.page.evaluate("() => document.getElementById('roofline').data"
-                                    ".filter(t => t.mode === 'lines').map(t => t.hovertemplate)")
+                                    ".filter(t => t.mode === 'lines' && t.legendgroup !== 'useful')"
+                                    ".map(t => t.hovertemplate)")  # the roofs, not the useful-work links
         assert all(h.startswith("h200_sm90.") for h in hover)
     finally:
         visit.page.close()

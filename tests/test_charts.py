@@ -29,8 +29,8 @@ def _rows(campaign: Path) -> list[dict[str, Any]]:
 
 
 def _kernel_traces(fig: dict[str, Any]) -> list[dict[str, Any]]:
-    """The kernel-point traces (not the ridge points, not the legend-only L2/L1 points)."""
-    return [t for t in fig["data"] if t.get("mode") == "markers" and t.get("legendgroup") != "roofs"
+    """The kernel-point traces (not the ridge points, the useful-work points or the legend-only L2/L1 points)."""
+    return [t for t in fig["data"] if t.get("mode") == "markers" and t.get("legendgroup") not in ("roofs", "useful")
             and t.get("visible") != "legendonly"]
 
 
@@ -56,8 +56,9 @@ def fig(model: RooflineModel) -> dict[str, Any]:
 def test_filled_and_hollow_markers_match_measured_ai(rows: list[dict[str, Any]], fig: dict[str, Any]) -> None:
     measured = [k for k in rows if k["ai_measured"] and k["arithmetic_intensity"]]
     unmeasured = [k for k in rows if not k["ai_measured"]]
-    # full + basic capture of each of the two cells, launches of different work split into rows of their own
-    assert len(measured) == 20 and len(unmeasured) == 19
+    # full + basic capture of each of two cells, launches of different work split into rows of their own, and
+    # the attach cell's three --set basic rows
+    assert len(measured) == 20 and len(unmeasured) == 19 + 3
     assert _markers(fig, "circle") == len(measured)
     assert _markers(fig, "circle-open") == len(unmeasured)
     assert all(t["type"] == "scatter" for t in _kernel_traces(fig))
@@ -173,6 +174,7 @@ def test_one_trace_per_cell_and_kind_sorted(fig: dict[str, Any]) -> None:
     assert names == [
         "decode-b16-kv2048 · AI measured", "decode-b16-kv2048 · AI unmeasured (at SM busy %)",
         "prefill-b8-s1024 · AI measured", "prefill-b8-s1024 · AI unmeasured (at SM busy %)",
+        "prefill-b8-s1024-attach · AI unmeasured (at SM busy %)",
     ]
     assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
 
@@ -180,7 +182,7 @@ def test_one_trace_per_cell_and_kind_sorted(fig: dict[str, Any]) -> None:
 def test_marker_size_by_time_share(rows: list[dict[str, Any]]) -> None:
     shares = {("prefill-b8-s1024", k["id"]): 40.0 for k in rows if k["family"] == "gemm"}
     fig = charts.roofline(build_roofline(rows, load_ceilings(), HW, shares), "t").to_plotly_json()
-    sizes = [t["marker"]["size"] for t in _kernel_traces(fig) if t["name"].startswith("prefill")]
+    sizes = [t["marker"]["size"] for t in _kernel_traces(fig) if t["name"].startswith("prefill-b8-s1024 ·")]
     assert all(isinstance(s, list) and max(s) > 9 for s in sizes)
 
 

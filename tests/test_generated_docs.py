@@ -162,7 +162,8 @@ def test_help_examples_use_the_example_campaign() -> None:
 @pytest.mark.parametrize(("help_text", "expected"), [
     ("Example: perftunereport import_ncu --campaign campaigns/x --cell-id c1 --bundle b",
      ["--campaign campaigns/x: no config.yaml there; use campaigns/h200-decoder-layer",
-      "--cell-id c1: not a cell of campaigns/h200-decoder-layer (decode-b16-kv2048, prefill-b8-s1024)"]),
+      "--cell-id c1: not a cell of campaigns/h200-decoder-layer (decode-b16-kv2048, prefill-b8-s1024, "
+      "prefill-b8-s1024-attach)"]),
     ("Example: perftunereport import_ncu --campaign campaigns/h200-decoder-layer --cell-id prefill-b8-s1024 "
      "--bundle campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep",
      ["campaigns/h200-decoder-layer/captures/decode/layer_full.ncu-rep: no such file in the repository"]),

@@ -23,13 +23,14 @@ from perfreport.site.render import RenderResult, report_render
 GOLDEN = Path(__file__).parent / "golden" / "site"
 CAMPAIGN = "h200-decoder-layer"
 PAGES = ["01-summary.html", "02-serving.html", "03-step-budget.html", "04-time-share.html", "05-roofline.html",
-         "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html"]
+         "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html",
+         "cell-prefill-b8-s1024-attach.html"]
 # one kernel page per cell, drawn in the browser from its data (tests/test_kernel_pages.py, tests/test_browser.py)
-KERNEL_PAGES = ["kernel-decode-b16-kv2048.html", "kernel-prefill-b8-s1024.html"]
+KERNEL_PAGES = ["kernel-decode-b16-kv2048.html", "kernel-prefill-b8-s1024.html", "kernel-prefill-b8-s1024-attach.html"]
 KEPT_ATTRS = ("id", "class", "href", "src", "rel", "lang", "charset", "data-num", "data-sort-method")
 # the pages that draw a chart in the example campaign: only they load plotly.js (the basic bundle: no WebGL trace)
-CHART_PAGES = {"04-time-share.html", "05-roofline.html", "06-kernel-internals.html", "cell-decode-b16-kv2048.html",
-               "cell-prefill-b8-s1024.html"}
+CHART_PAGES = {"03-step-budget.html", "04-time-share.html", "05-roofline.html", "06-kernel-internals.html",
+               "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html", "cell-prefill-b8-s1024-attach.html"}
 STATIC_FILES = ["plotly-basic.min.js", "site-tables.js", "site.css", "tablesort.min.js"]
 
 
@@ -120,7 +121,7 @@ def test_only_chart_pages_load_plotly_no_network_urls_and_no_broken_links(exampl
     assert sorted(p.name for p, _ in example_site.pages) == sorted(PAGES + KERNEL_PAGES)
     manifest = json.loads((example_site.campaign_site / "site.json").read_text())
     assert manifest["pages"] == PAGES + KERNEL_PAGES
-    assert manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024"]
+    assert manifest["cells"] == ["decode-b16-kv2048", "prefill-b8-s1024", "prefill-b8-s1024-attach"]
     for page in PAGES + KERNEL_PAGES:
         html = _page(example_site, page)
         scripts = re.findall(r'<script src="([^"]+)"', html)
@@ -164,21 +165,23 @@ def test_roofline_page_draws_one_point_per_kernel_per_cell_and_says_so(example_s
     data = figures[0][2]
     filled = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle")
     hollow = sum(len(t["x"]) for t in data if t.get("marker", {}).get("symbol") == "circle-open")
-    # every kernel of both cells has a --set full row: the --set basic rows of the same kernels are not drawn
+    # every kernel of the two full-set cells has a --set full row: the --set basic rows of the same kernels are not
+    # drawn; the attach cell's --set basic rows have no twin, so they are the hollow markers
     full = sum(1 for cell in ("prefill-b8-s1024", "decode-b16-kv2048")
                for k in json.loads((example_campaign / "cells" / cell / "ncu_kernels.json").read_text())["kernels"]
                if k["ai_measured"])
-    assert (filled, hollow) == (full, 0) == (20, 0)
-    assert "kernels with measured arithmetic intensity (20)" in html and "kernels without it (0;" in html
+    assert (filled, hollow) == (full, 3) == (20, 3)
+    assert "kernels with measured arithmetic intensity (20)" in html and "kernels without it (3;" in html
     assert "kernel row(s) of a poorer capture" in html
 
 
 def test_sections_without_data_say_what_to_capture(example_site: RenderResult) -> None:
     serving = _page(example_site, "02-serving.html")
     assert "No data yet." in serving and "inference_perfbench_v1.json" in serving and "results" in serving
-    steps = _page(example_site, "03-step-budget.html")
-    assert "No data yet." in steps and "Kernel work is moot when host-bound" in steps
-    times = _page(example_site, "04-time-share.html")  # both cells carry a PyTorch-profiler timeline
+    steps = _page(example_site, "03-step-budget.html")  # from each cell's `steps:` trace (tests/test_demo_features)
+    assert "No data yet." not in steps and "Kernel work is moot when host-bound" in steps
+    assert "host-bound: the host gap is 64.9% of the steps&#39; time" in steps
+    times = _page(example_site, "04-time-share.html")  # every cell carries a PyTorch-profiler timeline
     assert "torch" in times and "cells without one" not in times
     frontier = _page(example_site, "07-frontier.html")
     assert 'id="verdict-label">DRAFT<' in frontier and "krhpa:" in frontier
@@ -238,7 +241,7 @@ def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
 def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     result = run_cli("report_render", "--campaign", str(example_campaign), "--out", str(out), ok=True)
-    assert "05-roofline.html" in result.output and "11 pages" in result.output
+    assert "05-roofline.html" in result.output and "13 pages" in result.output
     assert f"index: {out / 'index.html'}" in result.output.replace("\n", "")
     assert (out / CAMPAIGN / "01-summary.html").is_file()
 

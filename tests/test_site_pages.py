@@ -142,7 +142,7 @@ def test_text_columns_stay_left_aligned_and_show_nulls_as_a_dash(example_site: R
 
 def test_time_share_is_one_chart_per_cell_each_adding_up_to_100(example_site: RenderResult) -> None:
     charts = figures(_page(example_site, "04-time-share.html"))
-    cells = ["decode-b16-kv2048", "prefill-b8-s1024"]
+    cells = ["decode-b16-kv2048", "prefill-b8-s1024", "prefill-b8-s1024-attach"]
     assert list(charts) == [f"time-share-{c}" for c in cells]
     join = json.loads((example_site.campaign_site / "04-time-share.join.json").read_text())["rows"]
     for cell in cells:

@@ -85,7 +85,8 @@ def test_every_levers_problem_with_its_path_in_one_error(camp: Path) -> None:
         "levers[2].status: expected open, won, refuted or banked, got 'done'",
         "levers[3].evidence: expected at least one path or link, got a list",  # in file order: gate was absent
         "levers[3].gate: required key is missing",
-        f"levers[0].cells[1]: unknown cell 'nope'; cells of config.yaml: {PREFILL}, {DECODE}",
+        f"levers[0].cells[1]: unknown cell 'nope'; cells of config.yaml: {PREFILL}, {DECODE}, "
+        f"{PREFILL}-attach",
         "levers[4].id: duplicate lever id 'l1' (also levers[0].id); rename one",
     ]
     assert "docs/frontier.md" in problems[-1]

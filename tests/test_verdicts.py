@@ -79,27 +79,26 @@ PREFILL_GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"  # one grid for 
 
 
 @pytest.fixture(scope="module")
-def shapes_campaign(example_campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example campaign with each cell's trace recorded with shapes imported beside its own trace."""
-    import shutil
-
-    from perfreport.timeshare import import_torch_trace
-
-    camp = tmp_path_factory.mktemp("shapes") / "camp"
-    shutil.copytree(example_campaign, camp)
-    for cell, trace in (("decode-b16-kv2048", "decode"), ("prefill-b8-s1024", "prefill")):
-        import_torch_trace(camp, cell, SHAPES / f"{trace}_shapes_torch_trace.json.gz")
-    return camp
+def shapes_campaign(example_campaign: Path) -> Path:
+    """The example campaign: each cell's timeline is its trace recorded with shapes (tests/data/torch/shapes/)."""
+    for cell, trace in (("decode", "decode"), ("prefill", "prefill")):
+        assert (example_campaign / "captures" / cell / "torch_trace.json.gz").read_bytes() == (
+            SHAPES / f"{trace}_shapes_torch_trace.json.gz").read_bytes()
+    return example_campaign
 
 
-def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(example_campaign: Path,
-                                                                   shapes_campaign: Path) -> None:
+def test_a_trace_without_shapes_has_no_useful_flops(example_campaign: Path, tmp_path: Path) -> None:
+    """The attach cell's trace was recorded without shapes: useful FLOPs unknown there, never 1."""
     con = open_campaign(example_campaign)
-    try:  # the campaign's own traces were recorded without shapes: useful FLOPs unknown, never 1
-        counts = con.execute("SELECT count(useful_flops), count(executed_per_useful) FROM kernel_join").fetchone()
+    try:
+        counts = con.execute("SELECT count(useful_flops), count(executed_per_useful) FROM kernel_join "
+                             "WHERE cell_id = 'prefill-b8-s1024-attach'").fetchone()
         assert counts == (0, 0)
     finally:
         con.close()
+
+
+def test_a_decode_sdpa_trace_with_shapes_shows_its_padding_factor(shapes_campaign: Path) -> None:
     con = open_campaign(shapes_campaign)
     try:
         found = con.execute("SELECT cell_id, family, part, ncu_flops, useful_flops, executed_per_useful "
@@ -128,8 +127,8 @@ def test_each_split_gemm_row_names_its_op_and_takes_its_time_share(shapes_campai
     finally:
         con.close()
     by_label = {(r[0], r[1]): r[2:] for r in rows}
-    decode, prefill = ("decode-b16-kv2048", "decode_shapes_torch_trace.json.gz"), (
-        "prefill-b8-s1024", "prefill_shapes_torch_trace.json.gz")
+    decode, prefill = ("decode-b16-kv2048", "captures/decode/torch_trace.json.gz"), (
+        "prefill-b8-s1024", "captures/prefill/torch_trace.json.gz")
     gemm, reduce = "nvjet_sm90_tst_128x16_64x11_4x1_v_bz_NNT", "splitKreduce_kernel"
     # the trace with op/shape rows is the cell's time source (before the campaign's own trace, recorded without);
     # decode's qkv and w1/w3 GEMMs (two grids of one kernel) and prefill's o-proj and w2 (one grid) meet their ops
@@ -146,7 +145,8 @@ def test_each_split_gemm_row_names_its_op_and_takes_its_time_share(shapes_campai
     assert [p[1:5] for p in parts] == [
         ("ncu time", "aten::mm", "[16, 4096] x [4096, 4096]; [16, 14336] x [14336, 4096]", 10)] * 2
     assert sum(p[5] for p in parts) == pytest.approx(0.6794 + 0.6237)
-    assert totals == [(decode[0], pytest.approx(100.0, abs=1e-3)), (prefill[0], pytest.approx(100.0, abs=1e-3))]
+    assert totals == [(decode[0], pytest.approx(100.0, abs=1e-3)), (prefill[0], pytest.approx(100.0, abs=1e-3)),
+                      (f"{prefill[0]}-attach", pytest.approx(100.0, abs=1e-3))]
 
 
 

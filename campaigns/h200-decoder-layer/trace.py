@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from workload import add_shape_args, build, layer  # noqa: E402
+from workload import add_shape_args, build, layer_fn  # noqa: E402
 
 
 def main() -> int:
@@ -29,6 +29,7 @@ def main() -> int:
                    help="one profiler step per layer (schedule + prof.step(): ProfilerStep#N annotations)")
     a = p.parse_args()
     x, w, q_len, kv = build(a)
+    layer = layer_fn(a)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.no_grad():
         for _ in range(3):

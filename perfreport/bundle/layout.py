@@ -179,6 +179,13 @@ def write_bundle_fields(bundle_dir: Path, fields: dict[str, Any]) -> Path:
     return path
 
 
+def write_bundle_json(path: Path, data: dict[str, Any]) -> Path:
+    """Write a whole bundle JSON that perftunereport owns (validated, atomic), e.g. a cell's step budget."""
+    _raise_if_invalid(data, path, "refusing to write it")
+    write_text_atomic(path, _dump(data))
+    return path
+
+
 def _raise_if_invalid(data: Any, path: Path, action: str) -> None:
     problems = validate_bundle_data(data)
     if problems:

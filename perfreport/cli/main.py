@@ -212,15 +212,11 @@ def import_step_budget_cmd(bundle_dir: Path, step_regex: str, path: Path) -> Non
       perftunereport import_step_budget --bundle experiments/artifacts/inference-perf-bench/h200-decode \\
           campaigns/h200-decoder-layer/captures/decode/torch_trace.json.gz
     """
+    from perfreport.cli.printing import print_step_budget
     from perfreport.timeshare.step_budget import import_step_budget
 
     target, budget = import_step_budget(bundle_dir, path, step_regex)
-    for w in budget.warnings:
-        click.echo(terminal_text(f"warning: {w}"), err=True)
-    busy = sum(s["gpu_busy_ms"] for s in budget.steps)
-    gap = sum(s["host_gap_ms"] for s in budget.steps)
-    click.echo(f"{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} ms "
-               f"({budget.host_share_pct:.1f}% host, time-weighted); wrote step_budget into {target}")
+    print_step_budget(budget, target)
 
 
 @cli.command(name="query")
@@ -323,15 +319,23 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
 
     Example: perftunereport demo --campaign campaigns/h200-decoder-layer --out site
     """
-    from perfreport.cli.printing import print_import_summary, print_render_summary, print_timeshare_summary
+    from perfreport.cli.printing import (
+        print_cell_steps,
+        print_import_summary,
+        print_render_summary,
+        print_timeshare_summary,
+    )
     from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import ImportResult
     from perfreport.site.render import report_render
+    from perfreport.timeshare.step_budget import CellSteps
     from perfreport.warehouse.campaign_import import import_campaign
 
     for result in import_campaign(campaign_dir):
         if isinstance(result, ImportResult):
             print_import_summary(result)
+        elif isinstance(result, CellSteps):
+            print_cell_steps(result)
         else:
             print_timeshare_summary(result)
     click.echo(f"next lever (campaign): {campaign_next_lever(campaign_dir)}")

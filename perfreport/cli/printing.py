@@ -14,8 +14,11 @@ from perfreport.cli.output import Rows, console, emit, print_table
 from perfreport.errors import terminal_text
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from perfreport.frontier.value_view import ValueView
     from perfreport.ncu.importer import ImportResult
+    from perfreport.timeshare.step_budget import CellSteps, StepBudget
 
 
 def _safe(text: str) -> str:
@@ -356,3 +359,19 @@ def print_compare(result: CompareResult, fmt: str = "table") -> None:
                   "groups": [{"cells": [{"campaign": camp, "cell_id": cid, result.vary: value}
                                         for camp, cid, value in g.cells],
                               "rows": [dict(zip(g.columns, r, strict=True)) for r in g.rows]} for g in result.groups]})
+
+
+def print_step_budget(budget: StepBudget, target: Path, prefix: str = "") -> None:
+    """One step budget: its warnings (stderr), then steps, GPU busy, host gap and the time-weighted host share."""
+    for w in budget.warnings:
+        click.echo(terminal_text(f"warning: {w}"), err=True)
+    busy = sum(s["gpu_busy_ms"] for s in budget.steps)
+    gap = sum(s["host_gap_ms"] for s in budget.steps)
+    click.echo(f"{prefix}{len(budget.steps)} step(s) ({budget.method}): GPU busy {busy:.3f} ms, host gap {gap:.3f} "
+               f"ms ({budget.host_share_pct:.1f}% host, time-weighted); wrote step_budget into {target}")
+
+
+def print_cell_steps(result: CellSteps) -> None:
+    """A cell's `steps:` traces as `make demo` imported them: one step-budget line per trace."""
+    for path, budget in result.budgets:
+        print_step_budget(budget, result.target, _safe(f"{result.campaign} / {result.cell_id} ← {path.name}: "))

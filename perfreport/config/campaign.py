@@ -28,6 +28,7 @@ from perfreport.config.context import (
     is_not_applicable,
     nonempty_text,
     one_of,
+    visible_text,
 )
 from perfreport.errors import ConfigError, IdError, InputError
 from perfreport.files import write_text_atomic
@@ -43,7 +44,7 @@ ID_EXPECTED = f"an id matching {ID_PATTERN} (letters, digits, '.', '_', '-'; no 
 
 TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
             "krhpa")
-CELL_KEYS = ("id", "description", "weight", "captures", "timelines", "samples", "context")
+CELL_KEYS = ("id", "description", "weight", "captures", "timelines", "steps", "samples", "not_measured", "context")
 
 
 @dataclass
@@ -56,9 +57,13 @@ class Cell:
     context: dict[str, Any] = field(default_factory=dict)
     timelines: list[str] = field(default_factory=list)  # nsys / PyTorch-profiler kernel timelines
     samples: list[str] = field(default_factory=list)  # continuous-profiler sample counts
+    steps: list[str] = field(default_factory=list)  # PyTorch-profiler traces with one step per decode/prefill step
     # How much of the fleet's GPU time this cell stands for (any positive number: weights are normalised over the
     # campaign's cells); None: the cells weigh the same. Rankings across cells put every cell on this one base.
     weight: float | None = None
+    # `n/a: why` a cell's --set basic rows carry no %SoL on purpose (a live server captured cheaply by attach): the
+    # strict gate then notes them instead of failing; None: a basic-only row is a gap to re-capture with --set full.
+    not_measured: str | None = None
 
     def effective_context(self, campaign: Campaign) -> dict[str, Any]:
         """Return the campaign context deep-merged with this cell's override (nulls never override)."""
@@ -83,6 +88,10 @@ class Cell:
     def timeline_paths(self, campaign: Campaign) -> list[Path]:
         """Return the timeline files (nsys, torch trace) resolved against the campaign folder."""
         return [(campaign.dir / c).resolve() for c in self.timelines]
+
+    def step_paths(self, campaign: Campaign) -> list[Path]:
+        """Return the step traces (page 3's step budget) resolved against the campaign folder."""
+        return [(campaign.dir / c).resolve() for c in self.steps]
 
     def sample_paths(self, campaign: Campaign) -> list[Path]:
         """Return the sample-count files resolved against the campaign folder."""
@@ -222,6 +231,7 @@ class _Walk:
             captures = self._captures(item.get("captures"), f"{path}.captures")
             timelines = self._captures(item.get("timelines"), f"{path}.timelines")
             samples = self._captures(item.get("samples"), f"{path}.samples")
+            steps = self._captures(item.get("steps"), f"{path}.steps")
             context = self.context(item.get("context"), f"{path}.context")
             weight = item.get("weight")
             if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float)
@@ -229,9 +239,15 @@ class _Walk:
                 self.bad(f"{path}.weight", "a number > 0 (this cell's share of the fleet's GPU time, any scale)",
                          weight)
                 weight = None
+            not_measured = item.get("not_measured")
+            if not_measured is not None and (not is_not_applicable(not_measured)
+                                             or not visible_text(not_measured).partition(":")[2].strip()):
+                self.bad(f"{path}.not_measured", "`n/a: why` (why this cell's --set basic rows have no %SoL, e.g. "
+                         "`n/a: captured by attach on a live server at --set basic`)", not_measured)
+                not_measured = None
             if cell_id is not None:
-                cells.append(Cell(cell_id, description, captures, context, timelines, samples,
-                                  None if weight is None else float(weight)))
+                cells.append(Cell(cell_id, description, captures, context, timelines, samples, steps,
+                                  None if weight is None else float(weight), not_measured))
         return cells
 
     def _cell_id(self, item: Mapping[str, Any], path: str, seen: dict[str, int], index: int) -> str | None:

@@ -135,7 +135,7 @@ def _fuller_rows(ncu: dict[str, Any], sets: dict[Any, Any]) -> dict[str, str]:
     return out
 
 
-def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None:
+def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any], not_measured: str | None = None) -> None:
     grounding = check.context.get("grounding") or {}
     sets = {s.get("id"): s.get("section_set") for s in ncu.get("sources", [])}
     fuller = _fuller_rows(ncu, sets)
@@ -151,7 +151,10 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any]) -> None
                                       f"kernel carries its %SoL"
         elif k.get("sol_pct") is None:
             reason = _null_sol_reason(k, section_set)
-            if reason:
+            if not_measured and section_set is not None and section_set not in FULL_SETS:
+                # the cell says why its cheap rows carry no %SoL: an honest null, noted with that why
+                check.kernel_notes[kid] = f"{reason}: {not_measured.partition(':')[2].strip()}"
+            elif reason:
                 check.kernel_notes[kid] = reason
                 problems.append(f"{kpath}.sol_pct: {reason}")
             else:
@@ -177,7 +180,7 @@ def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
             f"{prefix}: no {FILE_NAME} (nothing imported); run `perftunereport import_ncu --campaign "
             f"{campaign.dir} --cell-id {cell.id} --bundle ...` first")
     else:
-        _kernel_problems(check, prefix, check.ncu)
+        _kernel_problems(check, prefix, check.ncu, cell.not_measured)
     return check
 
 

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from perfreport.kernels.labels import shortened
 from perfreport.ncu.catalog.metrics import load_catalog
-from perfreport.warehouse.roofline import FAR_BELOW_PCT, RooflineModel, RoofPoint
+from perfreport.warehouse.roofline import FAR_BELOW_PCT, PADDING_FLAG, RooflineModel, RoofPoint
 
 GL_THRESHOLD = 2000  # more kernel points than this: WebGL traces (Scattergl) stay interactive at 10,000
 MAX_ANNOTATIONS = 12
@@ -66,6 +66,7 @@ def _axis(title: str, **kw: Any) -> dict[str, Any]:
 def _x_extent(model: RooflineModel) -> tuple[int, int]:
     mem = model.memory_roof
     xs = [p.ai for p in model.points if p.measured and p.ai]
+    xs += [p.ai / p.executed_per_useful for p in model.points if p.padded and p.ai and p.executed_per_useful]
     if mem is not None:
         xs += [r.value / mem.value for r in model.roofs if not r.is_memory]
     if not xs:
@@ -220,6 +221,7 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                 customdata=[_customdata(p, not use_gl) for p in pts],
                 hovertemplate=template.replace("HW.", f"{model.hardware}."),
             ))
+    traces += _useful_traces(model)
     # one legend-only trace per level; left out past GL_THRESHOLD points, where they would double the page
     for level, symbol in (("l2", "square-open"), ("l1", "triangle-up-open")) if not use_gl else ():
         pts = [p for p in model.points if getattr(p, f"ai_{level}") is not None]
@@ -233,6 +235,34 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                               f"<extra></extra>",
             ))
     return traces
+
+
+USEFUL_NAME = f"useful work (kernels executing >= {PADDING_FLAG:g}x their op's FLOPs)"
+
+
+def _useful_traces(model: RooflineModel) -> list[dict[str, Any]]:
+    """Each padded kernel's useful point (its op's FLOPs from the traced shapes, over the same bytes and time: AI
+    and TFLOP/s both divided by executed/useful), joined to its measured point by a dotted line."""
+    pts = [p for p in model.points if p.padded and p.ai and p.achieved_tflops]
+    if not pts:
+        return []
+    line_x: list[float | None] = []
+    line_y: list[float | None] = []
+    for p in pts:
+        r = float(p.executed_per_useful or 1.0)
+        line_x += [_r(float(p.ai or 0.0) / r), _r(p.ai), None]
+        line_y += [_r(_tflops(p) / r), _r(p.achieved_tflops), None]
+    return [
+        dict(type="scatter", mode="lines", x=line_x, y=line_y, hoverinfo="skip", showlegend=False, name=USEFUL_NAME,
+             legendgroup="useful", line=dict(color="#555", width=1, dash="dot")),
+        dict(type="scatter", mode="markers", name=USEFUL_NAME, legendgroup="useful",
+             x=[line_x[3 * i] for i in range(len(pts))], y=[line_y[3 * i] for i in range(len(pts))],
+             marker=dict(color="#555", symbol="diamond-open", size=9, line=dict(width=1.5)),
+             customdata=[[_t(p.label), p.cell_id, _r(p.executed_per_useful, 3)] for p in pts],
+             hovertemplate="<b>%{customdata[0]}</b> · %{customdata[1]}<br>useful work: AI %{x:.3g} FLOP/B, "
+                           "%{y:.3g} TFLOP/s<br>executes %{customdata[2]}x the FLOPs its op needs (ncu FLOPs / "
+                           "useful FLOPs of the traced shapes)<extra></extra>"),
+    ]
 
 
 def _tflops(p: RoofPoint) -> float:
@@ -254,20 +284,26 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
     far = [p for p in model.points if p.measured and p.pct_of_roof is not None and p.pct_of_roof < FAR_BELOW_PCT]
     far.sort(key=lambda p: (-p.time_ns, p.cell_id, p.kernel_id))
     top = _top_labels(model)
-    chosen = {(p.cell_id, p.kernel_id): p for p in [*top, *far[:MAX_ANNOTATIONS]]}
-    width, height = 760.0, 530.0  # plot area of a 640 px figure next to its legend and strip, roughly
+    padded = [p for p in model.points if p.padded]  # always labelled: the padding is the headline of that kernel
+    chosen = {(p.cell_id, p.kernel_id): p for p in [*top, *far[:MAX_ANNOTATIONS], *padded]}
+    # the main plot's area in pixels at a 1,400 px page (935 x 530 without the strip, PLOT_DOMAIN of it beside it)
+    strip = any(not p.measured for p in model.points)
+    width, height = 935.0 * ((PLOT_DOMAIN[1] - PLOT_DOMAIN[0]) if strip else 1.0), 530.0
     placed: list[tuple[float, float, float]] = []  # label (left, top, right) in pixels from the plot's top left
     out = []
     for p in sorted(chosen.values(), key=lambda p: (-_tflops(p), p.cell_id, p.kernel_id)):
         name = shortened(p.label, ANNOTATION_WIDTH)
         share = f", {p.time_share_pct:.0f}% of time" if p.time_share_pct is not None else ""
         text = f"{name} ({p.cell_id}{share}): {p.pct_of_roof:.0f}% of datasheet roof"
+        if p.padded:
+            text += f"; {p.executed_per_useful:.1f}x its useful FLOPs"
         px = (math.log10(p.ai or 1.0) - x_range[0]) / (x_range[1] - x_range[0]) * width
         py = (y_range[1] - math.log10(_tflops(p))) / (y_range[1] - y_range[0]) * height
         left, top_px = px + 30, py - 40
-        right = left + 5.6 * len(text)
-        if right > width:  # near the right edge: label to the left of the point
-            left, right = px - 30 - 5.6 * len(text), px - 30
+        w = 5.6 * len(text)
+        if left + w > width:  # no room on the right: to the left of the point, else as far right as fits
+            left = px - 30 - w if px - 30 - w >= 0 else max(0.0, width - w)
+        right = left + w
         step = -16
         while any(top_px < t + 15 and top_px + 15 > t and left < r and right > lf for lf, t, r in placed) or \
                 top_px < 0:
@@ -275,9 +311,10 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
                 top_px, step = max(top_px, 0.0) + 2, 16
             top_px += step
         placed.append((left, top_px, right))
+        on_right = left > px or right - px > px - left  # the arrow meets the label's nearer end
         out.append(dict(x=math.log10(p.ai or 1.0), y=math.log10(_tflops(p)), showarrow=True, arrowhead=2,
-                        arrowsize=0.8, arrowcolor="#888", ax=round(left - px if left > px else right - px),
-                        ay=round(top_px - py), xanchor="left" if left > px else "right", font=dict(size=10),
+                        arrowsize=0.8, arrowcolor="#888", ax=round(left - px if on_right else right - px),
+                        ay=round(top_px - py), xanchor="left" if on_right else "right", font=dict(size=10),
                         bgcolor="rgba(255,255,255,0.85)", text=_t(text)))
     return out
 
@@ -294,6 +331,7 @@ def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
     use_gl = len(model.points) > gl_threshold
     traces = roofs + _kernel_traces(model, use_gl, contexts or {})
     ys = [_tflops(p) for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
+    ys += [_tflops(p) / p.executed_per_useful for p in model.points if p.padded and p.executed_per_useful]
     mem = model.memory_roof
     if mem is not None:
         ys.append(10.0**lo * mem.value)

@@ -21,6 +21,7 @@ from perfreport.ncu.catalog.metrics import load_catalog
 from perfreport.site.page_model import Page
 from perfreport.site.templating import templates_dir
 from perfreport.warehouse.gather import CampaignData, CellData
+from perfreport.warehouse.roofline import PADDING_FLAG
 
 SCRIPT = "kernel-page.js"
 TEMPLATE = "kernel.html"
@@ -75,10 +76,10 @@ def field_table() -> list[dict[str, Any]]:
 
 
 def script_text() -> str:
-    """kernel-page.js: the field table, then the drawing code (templates/kernel-page.js)."""
+    """kernel-page.js: the field table and the padding flag, then the drawing code (templates/kernel-page.js)."""
     fields = json.dumps(field_table(), ensure_ascii=False, separators=(",", ":"))
     code = (templates_dir() / SCRIPT).read_text(encoding="utf-8")
-    return f"var PERFREPORT_FIELDS = {fields};\n{code}"
+    return f"var PERFREPORT_FIELDS = {fields};\nvar PERFREPORT_PADDING_FLAG = {PADDING_FLAG!r};\n{code}"
 
 
 def _inline_json(text: str) -> str:

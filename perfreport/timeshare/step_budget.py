@@ -173,3 +173,40 @@ def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_S
               "method": budget.method}
     target = write_bundle_fields(Path(bundle_dir), {"step_budget": budget.steps, "step_budget_source": source})
     return target, budget
+
+
+@dataclass
+class CellSteps:
+    """A cell's `steps:` traces read into cells/<id>/inference_perfbench_v1.json (what import_campaign returns)."""
+
+    campaign: str
+    cell_id: str
+    target: Path
+    budgets: list[tuple[Path, StepBudget]]
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """Every step of every trace, in config order (labels prefixed by their file where there are several)."""
+        many = len(self.budgets) > 1
+        return [{**s, "step": f"{path.name}:{s['step']}"} if many else s
+                for path, budget in self.budgets for s in budget.steps]
+
+
+def import_cell_steps(campaign_dir: Path, cell_id: str, paths: Sequence[Path],
+                      step_regex: str = DEFAULT_STEP_RE) -> CellSteps:
+    """Read a cell's step traces (config `steps:`) into the cell's own bundle JSON, cells/<id>/ (page 3 reads it
+    there); the file is rewritten whole on every import, so a trace removed from the config leaves no steps behind."""
+    from perfreport.bundle.layout import BUNDLE_JSON, write_bundle_json
+    from perfreport.config.campaign import load_campaign
+
+    campaign = load_campaign(campaign_dir)
+    cell = campaign.cell(cell_id)
+    out = CellSteps(campaign.id, cell.id, cell.cell_dir(campaign) / BUNDLE_JSON,
+                    [(Path(p), step_budget(Path(p), step_regex)) for p in paths])
+    sources = [{"file": p.name, "sha256": sha256_file(p), "format": "torch-trace", "method": b.method}
+               for p, b in out.budgets]
+    out.target.parent.mkdir(parents=True, exist_ok=True)
+    write_bundle_json(out.target, {"schema_version": 1, "bundle_id": f"{cell.id}-steps", "context": {},
+                                   "results": [], "kernel_internals": None, "step_budget": out.steps,
+                                   "step_budget_source": sources[0] if len(sources) == 1 else sources})
+    return out

@@ -11,10 +11,12 @@ from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.ncu.importer import import_ncu
 from perfreport.progress import Progress
 from perfreport.timeshare import import_nsys, import_samples, import_torch_trace
+from perfreport.timeshare.step_budget import import_cell_steps
 
 
 def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress | None = None) -> list[Any]:
-    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace) and `samples:` (`make demo`)."""
+    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace), `samples:` and `steps:` (page 3's
+    step budget), as `make demo` does."""
     campaign: Campaign = load_campaign(campaign_dir, strict=strict)
     results: list[Any] = []
     for cell in campaign.cells:
@@ -27,4 +29,6 @@ def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress
             results.append(importer(campaign_dir, cell.id, timeline))
         for samples in cell.sample_paths(campaign):
             results.append(import_samples(campaign_dir, cell.id, samples))
+        if steps := cell.step_paths(campaign):
+            results.append(import_cell_steps(campaign_dir, cell.id, steps))
     return results

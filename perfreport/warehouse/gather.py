@@ -68,8 +68,10 @@ class CampaignData:
         shares = {(r["cell_id"], r["kernel_id"]): r["time_share_pct"] for r in self.join
                   if r.get("time_share_pct") is not None and r.get("kernel_id") is not None}
         chosen = {(r["cell_id"], r["kernel_id"]) for r in self.join if r.get("kernel_id") is not None}
+        padding = {(r["cell_id"], r["kernel_id"]): r["executed_per_useful"] for r in self.join
+                   if r.get("executed_per_useful") is not None and r.get("kernel_id") is not None}
         return build_roofline([k for cd in self.cells for k in cd.kernels], self.ceilings, self.campaign.hardware,
-                              shares, chosen)
+                              shares, chosen, padding)
 
     @cached_property
     def join_by_cell(self) -> dict[str, list[dict[str, Any]]]:

@@ -18,6 +18,9 @@ from perfreport.config.ceilings import CeilingRef, Ceilings
 from perfreport.errors import PerfReportError
 
 FAR_BELOW_PCT = 10.0  # a measured kernel under this % of the roof at its AI is annotated
+# A kernel that executes this many times the FLOPs its op needs (ncu's counted FLOPs over the useful FLOPs of its
+# traced shapes) is flagged on the roofline: its lever is the padded work (e.g. decode attention's tile over 1 query).
+PADDING_FLAG = 2.0
 NEAR_ROOF_PCT = 80.0
 _LEVEL_RE = {"l2": re.compile(r"(^|_)l2(_|$)"), "l1": re.compile(r"(^|_)l1(tex)?(_|$)")}
 
@@ -63,6 +66,12 @@ class RoofPoint:
     time_share_pct: float | None = None
     flops: float | None = None  # per launch: the inputs of AI = flops / dram_bytes and TFLOP/s = flops / duration
     dram_bytes: float | None = None
+    executed_per_useful: float | None = None  # ncu FLOPs over the op's useful FLOPs (trace with shapes); None: unknown
+
+    @property
+    def padded(self) -> bool:
+        """Measured and executing at least PADDING_FLAG x its useful FLOPs: drawn with its useful point."""
+        return self.measured and (self.executed_per_useful or 0.0) >= PADDING_FLAG
 
     @property
     def time_ns(self) -> float:
@@ -138,11 +147,13 @@ def build_roofline(
     hardware: str,
     time_shares: Mapping[tuple[str, str], float] | None = None,
     keep: set[tuple[str, str]] | None = None,
+    executed_per_useful: Mapping[tuple[str, str], float] | None = None,
 ) -> RooflineModel:
     """Place kernel rows (each with cell_id and source_set) on the roofline of `hardware`.
 
     time_shares maps (cell_id, kernel id) to a time share in % (marker size); missing means unknown. keep: the
-    (cell_id, kernel id) rows to draw (the warehouse's chosen rows); None draws every row.
+    (cell_id, kernel id) rows to draw (the warehouse's chosen rows); None draws every row. executed_per_useful:
+    (cell_id, kernel id) -> ncu FLOPs over useful FLOPs (the join's executed_per_useful), where a trace had shapes.
     """
     everything = sorted(kernels, key=lambda k: (k["cell_id"], k["id"]))
     rows = [k for k in everything if keep is None or (k["cell_id"], k["id"]) in keep]
@@ -202,7 +213,13 @@ def build_roofline(
             ai_l1=k.get("ai_l1") if measured and _positive(k.get("ai_l1")) else None,
             time_share_pct=shares.get((k["cell_id"], k["id"])),
             flops=k.get("flops_total", (k.get("flops") or {}).get("total")), dram_bytes=k.get("dram_bytes"),
+            executed_per_useful=(executed_per_useful or {}).get((k["cell_id"], k["id"])),
         ))
+        point = points[-1]
+        if point.padded and ai is not None and y is not None:
+            r = float(point.executed_per_useful or 1.0)
+            notes.append(f"{label}: executes {r:.1f}x the FLOPs its op needs (useful AI {ai / r:.3g} FLOP/B, "
+                         f"{y / r:.3g} useful TFLOP/s, drawn beside it): the padded work is its lever before any roof.")
     roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
     achievable: list[Roof] = []
     for roof in roofs:  # what the GPU really reaches on each roof, drawn beside it (achievable_ceiling_map)

@@ -1,0 +1,134 @@
+"""Statistics of repeated measurements: a trial summary and a two-sample comparison, the one home of both.
+
+A trial is one repetition of a cell's measurement (docs/architecture.md, "Trials"). Summaries give n, mean, std,
+median, min and a 95% bootstrap CI of the mean; a comparison gives the ratio of medians (after / before: < 1 is
+faster for a time) with its 95% bootstrap CI and the two-sided Mann-Whitney U p-value, and one word for it. scipy's
+bootstrap (BCa where the sample allows, percentile otherwise) and mannwhitneyu, not hand-written statistics: they
+are maintained and tested. Resampling uses a fixed seed, so the same samples give the same numbers on every run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+MIN_TRIALS = 5  # below this a comparison says "insufficient trials", whatever its p-value (Google Benchmark warns <9)
+ALPHA = 0.05  # significance of the Mann-Whitney U test
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 20261207  # fixed: deterministic intervals
+
+FASTER, SLOWER, NO_CHANGE, INSUFFICIENT = "faster", "slower", "no significant change", "insufficient trials"
+VERDICTS = (FASTER, SLOWER, NO_CHANGE, INSUFFICIENT)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One sample's n, mean, std (sample, ddof 1; None for n < 2), median, min and the mean's 95% bootstrap CI."""
+
+    n: int
+    mean: float
+    std: float | None
+    median: float
+    min: float
+    ci_low: float | None
+    ci_high: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (a warehouse row, a JSON download)."""
+        return asdict(self)
+
+    def text(self, fmt: str = ".4g") -> str:
+        """`mean ± half-CI (n=N)`: how pages 1, 4 and the kernel pages print a repeated number."""
+        if self.ci_low is None or self.ci_high is None:
+            return f"{self.mean:{fmt}} (n={self.n}, no CI)"
+        return f"{self.mean:{fmt}} [{self.ci_low:{fmt}}, {self.ci_high:{fmt}}] (n={self.n})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """After vs before: ratio of medians (after / before) with its CI, the U test's p-value and the verdict."""
+
+    n_before: int
+    n_after: int
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str
+    lower_is_better: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict."""
+        return asdict(self)
+
+    def text(self) -> str:
+        """One line: the ratio, its CI, p and the verdict (or why there is none)."""
+        if self.ratio is None:
+            return f"{self.verdict} (n = {self.n_before} before, {self.n_after} after)"
+        ci = "" if self.ci_low is None else f" [{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        p = "" if self.p_value is None else f", p = {self.p_value:.3g}"
+        return (f"{self.ratio:.3f}x{ci}{p}: {self.verdict} (n = {self.n_before} before, {self.n_after} after)")
+
+
+def _clean(values: Sequence[float | None]) -> list[float]:
+    """The finite numbers of a sample: a missing value is not a measurement (never a zero)."""
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def _interval(data: tuple[np.ndarray, ...], statistic: Any) -> tuple[float | None, float | None]:
+    from scipy.stats import bootstrap
+
+    if any(len(d) < 2 for d in data) or all(np.ptp(d) == 0 for d in data):
+        value = float(statistic(*data))  # no spread to resample: the interval is the point
+        return (value, value) if all(len(d) >= 2 for d in data) else (None, None)
+    for method in ("BCa", "percentile"):  # BCa fails on some degenerate samples; percentile never does
+        try:
+            res = bootstrap(data, statistic, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method=method,
+                            random_state=np.random.default_rng(SEED), vectorized=False)
+        except (ValueError, FloatingPointError):
+            continue
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+    return None, None
+
+
+def summarize(values: Sequence[float | None]) -> Summary | None:
+    """Summary of the finite values; None when there are none."""
+    xs = _clean(values)
+    if not xs:
+        return None
+    low, high = _interval((np.asarray(xs),), np.mean)
+    return Summary(n=len(xs), mean=statistics.fmean(xs), std=statistics.stdev(xs) if len(xs) > 1 else None,
+                   median=statistics.median(xs), min=min(xs), ci_low=low, ci_high=high)
+
+
+def compare(before: Sequence[float | None], after: Sequence[float | None], lower_is_better: bool = True) -> Comparison:
+    """Compare two samples of one number (durations by default: lower is better).
+
+    `insufficient trials` when either side has fewer than MIN_TRIALS values; else `no significant change` unless
+    the U test's p < ALPHA and the ratio's CI excludes 1; then `faster` or `slower` by the ratio's side of 1.
+    """
+    b, a = _clean(before), _clean(after)
+    if not b or not a or statistics.median(b) == 0:
+        return Comparison(len(b), len(a), None, None, None, None, INSUFFICIENT, lower_is_better)
+    ratio = statistics.median(a) / statistics.median(b)
+    low, high = _interval((np.asarray(a), np.asarray(b)), lambda x, y: np.median(x) / np.median(y))
+    if len(b) < MIN_TRIALS or len(a) < MIN_TRIALS:
+        return Comparison(len(b), len(a), ratio, low, high, None, INSUFFICIENT, lower_is_better)
+    from scipy.stats import mannwhitneyu
+
+    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    significant = p < ALPHA and low is not None and high is not None and not (low <= 1.0 <= high)
+    if not significant:
+        verdict = NO_CHANGE
+    else:
+        better = ratio < 1.0 if lower_is_better else ratio > 1.0
+        verdict = FASTER if better else SLOWER
+    return Comparison(len(b), len(a), ratio, low, high, p, verdict, lower_is_better)
