@@ -294,7 +294,7 @@ def test_query_csv_and_table_formats(published: Path) -> None:
     table = cli_query(published, "SELECT count(*) AS n FROM cells", fmt="table")
     assert "n" in table and "2" in table
     bad = run_cli("lake", "query", "--lake", str(published), "SELECT * FROM nope", ok=False)
-    assert "captures, cells, kernels, publications" in bad.output
+    assert "captures, cells, kernel_history, kernels, publications" in bad.output
 
 
 def test_filled_context_is_complete(filled: Path, tmp_path: Path) -> None:

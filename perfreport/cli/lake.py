@@ -74,6 +74,31 @@ def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: 
     print_compare(lake_compare(lake, metric, campaign=campaign, vary=vary), fmt)
 
 
+@lake_group.command(name="regressions")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--metric", default="duration_ns", show_default=True,
+              help="Numeric kernels column whose series are tested. Example: --metric sol_pct")
+@click.option("--kernel", default=None, help="Only kernels whose label or name matches this regular expression. "
+                                             "Example: --kernel 'nvjet|gemm'")
+@click.option("--since", default=None, help="Only publications at or after this ISO date or time. "
+                                            "Example: --since 2026-12-01")
+@format_option(csv="one row per change point (and per series too short to test)",
+               json="the metric, the number of series read and every row")
+def lake_regressions_cmd(lake: str | None, metric: str, kernel: str | None, since: str | None, fmt: str) -> None:
+    """Change points of a kernel metric over the lake's publications, labelled regression, improvement,
+    suspicious (only the latest publication shows it) or insufficient data.
+
+    A series is one kernel of one cell descriptor across publications (kernel_history keeps every publication).
+
+    Example: perftunereport lake regressions --lake lake --metric duration_ns --kernel nvjet
+    """
+    from perfreport.cli.printing import print_regressions
+    from perfreport.lake.regressions import lake_regressions
+
+    print_regressions(lake_regressions(lake, metric, kernel=kernel, since=since), fmt)
+
+
 @lake_group.command(name="relocate")
 @click.option("--lake", required=True, help="The lake folder at its NEW place. Example: --lake /data/lakes/h200")
 @click.option("--from", "old", default=None,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from perfreport.frontier.value_view import ValueView
+    from perfreport.lake.regressions import RegressionsResult
     from perfreport.ncu.importer import ImportResult
     from perfreport.timeshare.step_budget import CellSteps, StepBudget
 
@@ -375,3 +376,20 @@ def print_cell_steps(result: CellSteps) -> None:
     """A cell's `steps:` traces as `make demo` imported them: one step-budget line per trace."""
     for path, budget in result.budgets:
         print_step_budget(budget, result.target, _safe(f"{result.campaign} / {result.cell_id} ← {path.name}: "))
+
+
+def print_regressions(result: RegressionsResult, fmt: str = "table") -> None:
+    """Print `lake regressions`: one row per change point (COLUMNS), then how many series were read."""
+    from perfreport.lake.regressions import COLUMNS
+    from perfreport.warehouse.db import QueryResult
+
+    rows = [r.row() for r in result.rows]
+
+    def table() -> None:
+        _query_table(QueryResult(list(COLUMNS), rows), title=f"{result.metric}: change points over publications")
+        found = sum(r.label in ("regression", "improvement", "suspicious") for r in result.rows)
+        click.echo(f"{result.series} series read, {found} change point(s)")
+
+    emit(fmt, table, lambda: (list(COLUMNS), rows),
+         lambda: {"metric": result.metric, "series": result.series,
+                  "rows": [dict(zip(COLUMNS, r, strict=True)) for r in rows]})

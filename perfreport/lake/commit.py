@@ -35,7 +35,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from perfreport.errors import PerfReportError, PublishConflictError
-from perfreport.lake.iceberg import NAMESPACE, SNAPSHOT_RETENTION, TABLES, load_tables
+from perfreport.lake.iceberg import APPEND_ONLY, NAMESPACE, SNAPSHOT_RETENTION, TABLES, load_tables
 from perfreport.lake.rows import content_digest
 
 MARK = "perfreport.publish"
@@ -190,7 +190,7 @@ def held_by(tables: dict[str, Any], pub: Publish) -> list[str]:
         return []
     mine = _own_cells(pub)
     held: dict[str, pa.Table] = {}
-    for name in TABLES[:-1]:
+    for name in (n for n in TABLES if n not in APPEND_ONLY):
         columns = pub.rows[name].schema.names
         if set(columns) - {f.name for f in tables[name].schema().fields}:
             return []  # an older table lacks a column these rows carry
@@ -213,7 +213,7 @@ def _transaction(table: Any, name: str, pub: Publish) -> Any:
         # Columns added to rows.py since the table was created: add them in the same commit (old rows read null).
         with tx.update_schema() as update:
             update.union_by_name(pub.rows[name].schema)
-    if name == "publications":
+    if name in APPEND_ONLY:
         tx.append(pub.rows[name], snapshot_properties=props)
     else:
         where = _own_cells(pub)

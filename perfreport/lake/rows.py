@@ -76,7 +76,11 @@ PUBLICATIONS = pa.schema([
     ("rejected", pa.list_(pa.string())), ("strict", pa.bool_()), ("who", pa.string()),
     ("published_at", pa.timestamp("us", tz="UTC")),
 ])
-SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "publications": PUBLICATIONS}
+# Every publication's kernel rows, appended and never replaced (kernels holds each cell's latest): the series that
+# `lake regressions` reads in one scan, stamped with the publication's time.
+KERNEL_HISTORY = pa.schema([*KERNELS, pa.field("published_at", pa.timestamp("us", tz="UTC"))])
+SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "kernel_history": KERNEL_HISTORY,
+           "publications": PUBLICATIONS}
 
 
 @dataclass

@@ -132,3 +132,89 @@ def compare(before: Sequence[float | None], after: Sequence[float | None], lower
         better = ratio < 1.0 if lower_is_better else ratio > 1.0
         verdict = FASTER if better else SLOWER
     return Comparison(len(b), len(a), ratio, low, high, p, verdict, lower_is_better)
+
+
+# Change points of a series (one metric of one kernel over a lake's publications). Binary segmentation on the mean
+# (the split that best separates two means, from cumulative sums), each split kept only when a Welch t-test of its two
+# segments gives p < MAX_P and the means differ by at least MIN_CHANGE: the shape of Apache Otava's E-divisive + t-test.
+# Not Otava itself: apache-otava 0.8.0 pins numpy==2.2.0 exactly and scipy<1.17 and pulls 43 packages (BigQuery,
+# Slack clients); not ruptures: its Pelt took 5.9 s and its Binseg 0.056 s on one 1,000-point series here, where
+# 50 such series must take < 2 s (docs/benchmarks.md). This one is numpy and scipy's t-test.
+MAX_P = 0.001
+MIN_CHANGE = 0.02  # a 2% shift: below it 1% run-to-run noise gave false change points (Otava's own min_magnitude)
+MIN_SEGMENT = 3
+MIN_SERIES = 2 * MIN_SEGMENT  # fewer points: "insufficient data"
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """The first point of a new level: means of the segments either side, the change and its p-value."""
+
+    index: int
+    before: float
+    after: float
+    change_pct: float  # 100 x (after / before - 1)
+    p_value: float
+    points_after: int  # points in the new level up to the next change point (1: only the last one, suspicious)
+
+
+def _welch(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import ttest_ind
+
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return 0.0 if a[0] != b[0] else 1.0  # no noise at all: any difference is certain
+    return float(ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def _best_split(x: np.ndarray, min_size: int) -> int | None:
+    n = len(x)
+    if n < 2 * min_size:
+        return None
+    c = np.cumsum(x)
+    k = np.arange(min_size, n - min_size + 1)
+    left, right = c[k - 1] / k, (c[-1] - c[k - 1]) / (n - k)
+    score = k * (n - k) / n * (left - right) ** 2  # between-segment sum of squares of the split
+    return int(k[int(np.argmax(score))])
+
+
+def _significant(a: np.ndarray, b: np.ndarray, max_p: float, min_change: float) -> bool:
+    ma, mb = float(a.mean()), float(b.mean())
+    return ma != 0 and abs(mb / ma - 1.0) >= min_change and _welch(a, b) < max_p
+
+
+def change_points(values: Sequence[float], max_p: float = MAX_P, min_change: float = MIN_CHANGE,
+                  min_size: int = MIN_SEGMENT) -> list[ChangePoint]:
+    """Change points of the series in order; a last point off its level by min_change and by more than 4 standard
+    deviations of that level is one too (points_after 1: suspicious until a second point confirms it)."""
+    x = np.asarray([float(v) for v in values], dtype=float)
+    splits: list[int] = []
+    todo = [(0, len(x))]
+    while todo:
+        lo, hi = todo.pop()
+        k = _best_split(x[lo:hi], min_size)
+        if k is None or not _significant(x[lo:lo + k], x[lo + k:hi], max_p, min_change):
+            continue
+        splits.append(lo + k)
+        todo += [(lo, lo + k), (lo + k, hi)]
+    edges = sorted(splits)
+    kept: list[int] = []
+    for i, at in enumerate(edges):  # re-test each split against its neighbours' segments, as Otava's merge step does
+        lo = kept[-1] if kept else 0
+        hi = edges[i + 1] if i + 1 < len(edges) else len(x)
+        if _significant(x[lo:at], x[at:hi], max_p, min_change):
+            kept.append(at)
+    last_lo = kept[-1] if kept else 0
+    level = x[last_lo:-1]
+    if len(level) >= min_size and len(x) - last_lo > min_size and level.mean() != 0:
+        off = abs(x[-1] / level.mean() - 1.0)
+        sd = float(level.std(ddof=1))
+        if off >= min_change and abs(x[-1] - level.mean()) > 4 * max(sd, 1e-12):
+            kept.append(len(x) - 1)
+    out = []
+    bounds = [0, *kept, len(x)]
+    for i, at in enumerate(kept):
+        a, b = x[bounds[i]:at], x[at:bounds[i + 2]]
+        p = _welch(a, b) if len(b) > 1 else float("nan")
+        out.append(ChangePoint(at, float(a.mean()), float(b.mean()), 100.0 * (float(b.mean()) / float(a.mean()) - 1),
+                               p, len(b)))
+    return out
