@@ -84,6 +84,19 @@ def test_the_step_budget_comes_from_the_cells_profiler_steps(example_campaign: P
     assert all(0.2 < s["gpu_busy_ms"] < 0.22 for s in steps["decode-b16-kv2048"])
 
 
+def test_page_2_shows_each_cells_step_latency(example_campaign: Path) -> None:
+    """The steps' wall times (GPU busy + host gap) are a `results` entry of the cell's bundle: page 2's numbers."""
+    data = gather(example_campaign)
+    serving = {cd.id: cd.serving for cd in data.cells}
+    (decode,) = serving["decode-b16-kv2048"]
+    steps = data.cells[[cd.id for cd in data.cells].index("decode-b16-kv2048")].steps
+    walls = sorted(s["wall_ms"] for s in steps)
+    assert decode["result"] == "steps_torch_trace.json.gz: 6 profiled steps"
+    assert decode["step_latency_ms.median"] == pytest.approx((walls[2] + walls[3]) / 2, abs=1e-4)
+    assert decode["step_latency_ms.min"] == pytest.approx(walls[0], abs=1e-4) and 0.4 < walls[0] < 0.5
+    assert 5.6 < serving["prefill-b8-s1024"][0]["step_latency_ms.median"] < 5.9 and serving[ATTACH] == []
+
+
 def test_decode_attention_is_flagged_for_its_padded_flops(example_campaign: Path) -> None:
     """The timeline was recorded with shapes: decode attention executes ~16x the FLOPs of its op (a 16-row tile
     over one query row), the GEMMs 1x; only the padded kernel gets the flag, its useful point and its label."""

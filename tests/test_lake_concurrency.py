@@ -27,7 +27,7 @@ from test_lake import DECODE, PREFILL, make_campaign
 
 from perfreport.lake.commit import HOOK_ENV, REST_TRANSACTIONS, rest_payload
 from perfreport.lake.history import lake_history
-from perfreport.lake.iceberg import NAMESPACE, load_tables, open_catalog
+from perfreport.lake.iceberg import NAMESPACE, TABLES, load_tables, open_catalog
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake
 
@@ -221,7 +221,7 @@ def test_kill_9_during_publish_leaves_the_old_cells_whole(point: str, tmp_path: 
         assert lake_query(lake, f"SELECT DISTINCT cache FROM {table}").rows == [("warm",)], table
     for table, pairs in cell_publication_ids(lake).items():
         assert pairs == {(DECODE, first.publication_id), (PREFILL, first.publication_id)}, table
-    assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "kernel_history", "publications")] == [1, 1, 1, 1, 1]
+    assert [len(lake_history(lake, t)) for t in TABLES] == [1, 1, 1, 1, 1]
     again = publish_to_lake(camp, lake=lake, who="again")  # the next publish just works
     assert again.publication_id != first.publication_id
     assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]
@@ -359,7 +359,7 @@ def test_rest_catalog_commits_all_tables_in_one_transactions_request(tmp_path: P
     txs = [commit._transaction(tables[n], n, pub) for n in commit.TABLES]
     body = rest_payload(txs)
     assert [c["identifier"] for c in body["table-changes"]] == [
-        {"namespace": [NAMESPACE], "name": n} for n in ("kernels", "captures", "cells", "kernel_history", "publications")]
+        {"namespace": [NAMESPACE], "name": n} for n in TABLES]
     kernels = body["table-changes"][0]
     assert {r["type"] for r in kernels["requirements"]} == {"assert-ref-snapshot-id", "assert-table-uuid"}
     assert [u["action"] for u in kernels["updates"]][-2:] == ["add-snapshot", "set-snapshot-ref"]
@@ -405,7 +405,7 @@ def test_catalog_without_multi_table_commit_commits_table_by_table(tmp_path: Pat
     out = run_cli("publish_to_lake", "--campaign", str(camp), "--lake", str(lake), "--cell-id", DECODE, ok=True)
     assert "committed: one commit per table, the ledger last, attempt 1" in out.output
     assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 2)]
-    assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "kernel_history", "publications")] == [2, 2, 2, 2, 2]
+    assert [len(lake_history(lake, t)) for t in TABLES] == [2, 2, 2, 2, 2]
 
 
 def test_publish_adds_new_columns_to_an_older_lake_in_the_same_commit(tmp_path: Path) -> None:
@@ -425,4 +425,4 @@ def test_publish_adds_new_columns_to_an_older_lake_in_the_same_commit(tmp_path: 
     assert lake_query(lake, TABLE_ROWS).rows == [(39, 2, 4, 1)]
     assert lake_query(lake, "SELECT (SELECT min(who) FROM publications), (SELECT count(DISTINCT family) FROM "
                             "kernels), (SELECT count(gpu) FROM captures)").rows == [("evolved", 5, 4)]
-    assert [len(lake_history(lake, t)) for t in ("kernels", "captures", "cells", "kernel_history", "publications")] == [1, 1, 1, 1, 1]
+    assert [len(lake_history(lake, t)) for t in TABLES] == [1, 1, 1, 1, 1]

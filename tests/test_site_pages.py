@@ -9,11 +9,12 @@ import html
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from perfreport.site.render import RenderResult
+from perfreport.site.render import RenderResult, report_render
 
 EM_DASH = "—"
 
@@ -175,12 +176,14 @@ def test_a_stall_reason_has_one_colour_on_page_6_and_on_every_cell_page(example_
     assert [t["name"] for t in order] != list(campaign)
 
 
-def test_markdown_in_prose_is_rendered_not_shown(example_site: RenderResult) -> None:
-    serving = _page(example_site, "02-serving.html")
+def test_markdown_in_prose_is_rendered_not_shown(campaign: Path, tmp_path: Path) -> None:
+    """The "no data yet" prose of a campaign with nothing imported: its `code` spans are <code>, never backticks."""
+    site = report_render(campaign, tmp_path / "site")
+    serving = _page(site, "02-serving.html")
     assert "<code>vllm bench serve</code>" in serving and "<code>captures:</code>" in serving
     for page in ("02-serving.html", "03-step-budget.html", "07-frontier.html"):
         text = Text()
-        text.feed(_page(example_site, page))
+        text.feed(_page(site, page))
         assert text.texts and not [t for t in text.texts if "`" in t], page
 
 

@@ -175,6 +175,19 @@ def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_S
     return target, budget
 
 
+def step_latency(file: str, budget: StepBudget) -> dict[str, Any]:
+    """A `results` entry of the steps' wall times (GPU busy + host gap): the end-to-end latency of one step as the
+    profiled process ran it (page 2), with every step's value; profiler overhead included, as the trace says."""
+    import statistics
+
+    walls = [float(s["wall_ms"]) for s in budget.steps]
+    return {"name": f"{file}: {len(walls)} profiled steps", "method": f"wall time of each step ({budget.method}), "
+            "GPU busy + host gap, under torch.profiler", "steps": len(walls),
+            "step_latency_ms": {"median": round(statistics.median(walls), 4), "mean": round(statistics.fmean(walls), 4),
+                                "min": round(min(walls), 4), "max": round(max(walls), 4)},
+            "step_latency_ms_samples": [round(w, 4) for w in walls]}
+
+
 @dataclass
 class CellSteps:
     """A cell's `steps:` traces read into cells/<id>/inference_perfbench_v1.json (what import_campaign returns)."""
@@ -205,8 +218,9 @@ def import_cell_steps(campaign_dir: Path, cell_id: str, paths: Sequence[Path],
                     [(Path(p), step_budget(Path(p), step_regex)) for p in paths])
     sources = [{"file": p.name, "sha256": sha256_file(p), "format": "torch-trace", "method": b.method}
                for p, b in out.budgets]
+    results = [step_latency(p.name, b) for p, b in out.budgets if b.steps]
     out.target.parent.mkdir(parents=True, exist_ok=True)
     write_bundle_json(out.target, {"schema_version": 1, "bundle_id": f"{cell.id}-steps", "context": {},
-                                   "results": [], "kernel_internals": None, "step_budget": out.steps,
+                                   "results": results, "kernel_internals": None, "step_budget": out.steps,
                                    "step_budget_source": sources[0] if len(sources) == 1 else sources})
     return out

@@ -29,7 +29,7 @@ from perfreport.warehouse.db import NCU_FILE, open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
 
 SERVING_GROUPS = (("throughput", ("throughput", "tok_s", "tokens_per_s", "req_s")), ("ttft", ("ttft",)),
-                  ("tpot", ("tpot", "itl")))
+                  ("tpot", ("tpot", "itl")), ("latency", ("latency",)))
 
 
 @dataclass
