@@ -79,3 +79,17 @@ def test_the_kernel_time_fell_as_the_fusion_predicted(pair: Path) -> None:
     walls = {cell: sorted(_trials(cell))[4] for cell in (EAGER, COMPILED)}
     gaps = {cell: walls[cell] - per_layer[cell] for cell in walls}  # host time between kernels per layer
     assert gaps[COMPILED] > 2 * gaps[EAGER]  # what it missed: the compiled layer's host time
+
+
+def test_grounding_trials_is_the_number_the_data_holds(pair: Path, tmp_path: Path) -> None:
+    from perfreport.config.campaign import load_campaign
+    from perfreport.lake.gate import check_campaign
+
+    assert all(c.context_problems == [] for c in check_campaign(load_campaign(pair)))  # 9 typed, 9 held
+    camp = tmp_path / "c"
+    shutil.copytree(pair, camp)
+    config = camp / "config.yaml"
+    config.write_text(config.read_text().replace("trials: 9", "trials: 3"))
+    problems = [p for c in check_campaign(load_campaign(camp)) for p in c.context_problems]
+    assert problems == [f"cells[{cell}].context.grounding.trials: 3 typed, but the cell's bundles hold 9 trial(s) "
+                        f"(distinct `trial` numbers of their results); write 9" for cell in (EAGER, COMPILED)]

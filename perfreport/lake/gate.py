@@ -19,6 +19,7 @@ from perfreport.errors import ConfigError, PerfReportError
 from perfreport.frontier.krhpa import krhpa_problems
 from perfreport.kernels.cells import FILE_NAME, read_cell
 from perfreport.kernels.identity import simplify
+from perfreport.warehouse.gather import trial_count
 
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
 
@@ -174,6 +175,11 @@ def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
     prefix = f"cells[{cell.id}]"
     ctx = cell.effective_context(campaign)
     check = CellCheck(cell.id, ctx, _context_problems(prefix, ctx))
+    counted, typed = trial_count(campaign, cell), (ctx.get("grounding") or {}).get("trials")
+    if counted is not None and typed != counted:  # grounding.trials is a number the data holds, not a claim
+        check.context_problems.append(
+            f"{prefix}.context.grounding.trials: {typed!r} typed, but the cell's bundles hold {counted} trial(s) "
+            f"(distinct `trial` numbers of their results); write {counted}")
     check.ncu = read_cell(cell.cell_dir(campaign) / FILE_NAME)
     if check.ncu is None:
         check.context_problems.append(

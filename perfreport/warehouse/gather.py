@@ -113,6 +113,15 @@ def _bundle_jsons(campaign: Campaign, cell: Cell) -> list[Path]:
     return found
 
 
+def trial_count(campaign: Campaign, cell: Cell) -> int | None:
+    """How many trials the cell's bundles hold: the distinct `trial` numbers of their `results`; None when no result
+    carries one (the data cannot say, and grounding.trials stands as typed)."""
+    trials = {r.get("trial") for path in _bundle_jsons(campaign, cell)
+              for r in (_read_json(path) or {}).get("results") or [] if isinstance(r, Mapping)}
+    trials.discard(None)
+    return len(trials) or None
+
+
 def _numbers(obj: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     for key, v in obj.items():
