@@ -105,9 +105,8 @@
 
   // The answer first: where the kernel stands (AI, %SoL against which roof, bound, time share, padding), then
   // what the row is and every number behind it.
-  function headline(k) {
+  function headline(k, joined) {
     var s = section("At a glance", "headline");
-    var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
     var pct = function (v) { return isNum(v) ? v.toFixed(1) + "%" : null; };
     var share = joined.filter(function (r) { return isNum(r.time_share_pct); });
     var total = share.reduce(function (a, r) { return a + r.time_share_pct; }, 0);
@@ -136,7 +135,7 @@
     s.appendChild(table("headline-table", ["", ""], rows, [], [1], true));
   }
 
-  function identity(k) {
+  function identity(k, joined) {
     var s = section("What this row is", "identity");
     var src = null;
     data.sources.forEach(function (x) { if (x.source === k.source) src = x; });
@@ -154,7 +153,6 @@
                    (k.achievable_key || "no measured ceiling on this hardware")]
     ];
     s.appendChild(table("identity-table", ["", ""], rows, [], [1], true));
-    var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });
     if (joined.length) {
       s.appendChild(el("h3", "Time share and Amdahl bound (kernel_join)"));
       s.appendChild(table("join-table", ["kernel", "time share (%)", "share split by", "launched by",
@@ -279,8 +277,9 @@
     back.appendChild(link("#", "all kernel rows of cell " + data.cell));
     root.appendChild(back);
     root.appendChild(el("h2", label(k), "kernel-title"));
-    headline(k);
-    var src = identity(k);
+    var joined = data.join.filter(function (r) { return r.kernel_id === k.id; });  // the row's kernel_join rows
+    headline(k, joined);
+    var src = identity(k, joined);
     open(k, src);
     derived(k);
     stalls(k);

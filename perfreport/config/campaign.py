@@ -61,8 +61,8 @@ class Cell:
     # How much of the fleet's GPU time this cell stands for (any positive number: weights are normalised over the
     # campaign's cells); None: the cells weigh the same. Rankings across cells put every cell on this one base.
     weight: float | None = None
-    # `n/a: why` a cell's --set basic rows carry no %SoL on purpose (a live server captured cheaply by attach): the
-    # strict gate then notes them instead of failing; None: a basic-only row is a gap to re-capture with --set full.
+    # The why of `not_measured: "n/a: why"`: the cell's --set basic rows carry no %SoL on purpose (a live server
+    # captured cheaply by attach), so the strict gate notes them; None: a basic-only row is a gap to re-capture.
     not_measured: str | None = None
 
     def effective_context(self, campaign: Campaign) -> dict[str, Any]:
@@ -239,11 +239,11 @@ class _Walk:
                 self.bad(f"{path}.weight", "a number > 0 (this cell's share of the fleet's GPU time, any scale)",
                          weight)
                 weight = None
-            not_measured = item.get("not_measured")
-            if not_measured is not None and (not is_not_applicable(not_measured)
-                                             or not visible_text(not_measured).partition(":")[2].strip()):
+            marker = item.get("not_measured")
+            not_measured = visible_text(str(marker)).partition(":")[2].strip() if is_not_applicable(marker) else None
+            if marker is not None and not not_measured:
                 self.bad(f"{path}.not_measured", "`n/a: why` (why this cell's --set basic rows have no %SoL, e.g. "
-                         "`n/a: captured by attach on a live server at --set basic`)", not_measured)
+                         "`n/a: captured by attach on a live server at --set basic`)", marker)
                 not_measured = None
             if cell_id is not None:
                 cells.append(Cell(cell_id, description, captures, context, timelines, samples, steps,

@@ -154,7 +154,7 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any], not_mea
             reason = _null_sol_reason(k, section_set)
             if not_measured and section_set is not None and section_set not in FULL_SETS:
                 # the cell says why its cheap rows carry no %SoL: an honest null, noted with that why
-                check.kernel_notes[kid] = f"{reason}: {not_measured.partition(':')[2].strip()}"
+                check.kernel_notes[kid] = f"{reason}: {not_measured}"
             elif reason:
                 check.kernel_notes[kid] = reason
                 problems.append(f"{kpath}.sol_pct: {reason}")

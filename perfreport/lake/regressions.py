@@ -23,13 +23,12 @@ from typing import Any
 from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.errors import PerfReportError
 from perfreport.lake.compare import METRICS, identity
+from perfreport.lake.history import table_names
 from perfreport.lake.iceberg import load_tables, open_lake
 from perfreport.lake.rows import DESCRIPTOR
+from perfreport.warehouse.gather import higher_is_better
 from perfreport.warehouse.stats import MIN_SERIES, change_points
 
-# Metrics where a larger value is better; every other metric (durations, bytes, launches) is better lower.
-HIGHER_IS_BETTER = frozenset({"achieved_tflops", "sol_pct", "sm_throughput_pct", "dram_throughput_pct",
-                              "achieved_occupancy_pct", "arithmetic_intensity"})
 SERIES_FIELDS = tuple(n for n, _ in DESCRIPTOR if n not in CONTEXT_FIELDS["grounding"])
 LABELS = ("regression", "improvement", "suspicious", "insufficient data")
 COLUMNS = ("campaign", "cell_id", "kernel", "set", "metric", "label", "publication_id", "published_at", "points",
@@ -74,7 +73,7 @@ class RegressionsResult:
 def _label(change_pct: float, points_after: int, metric: str) -> str:
     if points_after < 2:
         return "suspicious"
-    worse = change_pct < 0 if metric in HIGHER_IS_BETTER else change_pct > 0
+    worse = change_pct < 0 if higher_is_better(metric) else change_pct > 0
     return "regression" if worse else "improvement"
 
 
@@ -103,7 +102,7 @@ def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kerne
                               f"Example: --kernel 'nvjet|gemm'") from exc
     start = _since(since)
     where, catalog = open_lake(lake)
-    if "kernel_history" not in {ident[-1] for ident in catalog.list_tables(("perfreport",))}:
+    if "kernel_history" not in table_names(catalog):
         raise PerfReportError(f"lake {str(where)!r}: no kernel_history table (a lake from before publications were "
                               f"kept); publish a campaign once and every later publish is kept there.")
     table = load_tables(catalog, ["kernel_history"])["kernel_history"]

@@ -23,7 +23,7 @@ from perfreport.site import charts
 from perfreport.site.comparison import Comparison, Mismatch, context_line, flatten, varying_fields
 from perfreport.site.kernel_pages import kernel_href
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
-from perfreport.warehouse.gather import SERVING_GROUPS, CampaignData, CellData
+from perfreport.warehouse.gather import SERVING_GROUPS, SERVING_KEYS, CampaignData, CellData
 
 C = Column
 MISSING_TIMES = Missing("each kernel's share of end-to-end GPU time (and so its Amdahl bound)", [
@@ -188,7 +188,7 @@ def serving_page(data: CampaignData) -> Page:
     page = Page("02-serving.html", "02-serving.html", "Serving")
     rows = [r for cd in data.cells for r in cd.serving]
     page.context["missing"] = None if rows else MISSING_SERVING
-    metrics = sorted({k for r in rows for k in r} - {"cell_id", "bundle", "result"})
+    metrics = sorted({k for r in rows for k in r} - set(SERVING_KEYS))
     page.add_table(Table("serving", "Serving results per cell", [
         C("cell_id", "cell"), C("bundle", "bundle"), C("result", "result"), *[C(m, m, "num") for m in metrics]],
         rows))

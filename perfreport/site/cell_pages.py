@@ -16,7 +16,7 @@ from perfreport.site.campaign_pages import (
 )
 from perfreport.site.comparison import Comparison, flatten
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
-from perfreport.warehouse.gather import CampaignData, CellData
+from perfreport.warehouse.gather import SERVING_KEYS, CampaignData, CellData, higher_is_better
 from perfreport.warehouse.stats import compare
 
 C = Column
@@ -82,7 +82,7 @@ def trial_comparisons(cells: list[CellData]) -> list[dict[str, Any]]:
         out: dict[str, list[float]] = {}
         for r in cd.serving:
             for k, v in r.items():
-                if k not in ("cell_id", "bundle", "result") and isinstance(v, int | float):
+                if k not in SERVING_KEYS and isinstance(v, int | float):
                     out.setdefault(k, []).append(float(v))
         return out
 
@@ -90,8 +90,7 @@ def trial_comparisons(cells: list[CellData]) -> list[dict[str, Any]]:
     for cd in cells[1:]:
         other = samples(cd)
         for metric in sorted(set(base) & set(other)):
-            higher = "throughput" in metric or "tok_s" in metric
-            c = compare(base[metric], other[metric], lower_is_better=not higher)
+            c = compare(base[metric], other[metric], lower_is_better=not higher_is_better(metric))
             rows.append({"metric": metric, "before": cells[0].id, "after": cd.id, "n_before": c.n_before,
                          "n_after": c.n_after, "ratio": c.ratio, "p_value": c.p_value, "verdict": c.verdict,
                          "ci": None if c.ci_low is None else f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"})

@@ -66,7 +66,7 @@ def _axis(title: str, **kw: Any) -> dict[str, Any]:
 def _x_extent(model: RooflineModel) -> tuple[int, int]:
     mem = model.memory_roof
     xs = [p.ai for p in model.points if p.measured and p.ai]
-    xs += [p.ai / p.executed_per_useful for p in model.points if p.padded and p.ai and p.executed_per_useful]
+    xs += [p.useful[0] for p in model.points if p.useful]
     if mem is not None:
         xs += [r.value / mem.value for r in model.roofs if not r.is_memory]
     if not xs:
@@ -243,22 +243,21 @@ USEFUL_NAME = f"useful work (kernels executing >= {PADDING_FLAG:g}x their op's F
 def _useful_traces(model: RooflineModel) -> list[dict[str, Any]]:
     """Each padded kernel's useful point (its op's FLOPs from the traced shapes, over the same bytes and time: AI
     and TFLOP/s both divided by executed/useful), joined to its measured point by a dotted line."""
-    pts = [p for p in model.points if p.padded and p.ai and p.achieved_tflops]
+    pts = [(p, p.useful) for p in model.points if p.useful]
     if not pts:
         return []
     line_x: list[float | None] = []
     line_y: list[float | None] = []
-    for p in pts:
-        r = float(p.executed_per_useful or 1.0)
-        line_x += [_r(float(p.ai or 0.0) / r), _r(p.ai), None]
-        line_y += [_r(_tflops(p) / r), _r(p.achieved_tflops), None]
+    for p, (ux, uy) in pts:
+        line_x += [_r(ux), _r(p.ai), None]
+        line_y += [_r(uy), _r(p.achieved_tflops), None]
     return [
         dict(type="scatter", mode="lines", x=line_x, y=line_y, hoverinfo="skip", showlegend=False, name=USEFUL_NAME,
              legendgroup="useful", line=dict(color="#555", width=1, dash="dot")),
         dict(type="scatter", mode="markers", name=USEFUL_NAME, legendgroup="useful",
-             x=[line_x[3 * i] for i in range(len(pts))], y=[line_y[3 * i] for i in range(len(pts))],
+             x=line_x[0::3], y=line_y[0::3],
              marker=dict(color="#555", symbol="diamond-open", size=9, line=dict(width=1.5)),
-             customdata=[[_t(p.label), p.cell_id, _r(p.executed_per_useful, 3)] for p in pts],
+             customdata=[[_t(p.label), p.cell_id, _r(p.executed_per_useful, 3)] for p, _ in pts],
              hovertemplate="<b>%{customdata[0]}</b> · %{customdata[1]}<br>useful work: AI %{x:.3g} FLOP/B, "
                            "%{y:.3g} TFLOP/s<br>executes %{customdata[2]}x the FLOPs its op needs (ncu FLOPs / "
                            "useful FLOPs of the traced shapes)<extra></extra>"),
@@ -277,8 +276,8 @@ def _top_labels(model: RooflineModel) -> list[RoofPoint]:
                                       p.cell_id, p.kernel_id))[:TOP_LABELS]
 
 
-def _labels(model: RooflineModel, x_range: tuple[float, float],
-            y_range: tuple[float, float]) -> list[dict[str, Any]]:
+def _labels(model: RooflineModel, x_range: tuple[float, float], y_range: tuple[float, float],
+            strip: bool) -> list[dict[str, Any]]:
     """Label the biggest kernels (TOP_LABELS) and those under FAR_BELOW_PCT of their roof; labels stacked so they
     do not overlap (approximate pixels)."""
     far = [p for p in model.points if p.measured and p.pct_of_roof is not None and p.pct_of_roof < FAR_BELOW_PCT]
@@ -287,7 +286,6 @@ def _labels(model: RooflineModel, x_range: tuple[float, float],
     padded = [p for p in model.points if p.padded]  # always labelled: the padding is the headline of that kernel
     chosen = {(p.cell_id, p.kernel_id): p for p in [*top, *far[:MAX_ANNOTATIONS], *padded]}
     # the main plot's area in pixels at a 1,400 px page (935 x 530 without the strip, PLOT_DOMAIN of it beside it)
-    strip = any(not p.measured for p in model.points)
     width, height = 935.0 * ((PLOT_DOMAIN[1] - PLOT_DOMAIN[0]) if strip else 1.0), 530.0
     placed: list[tuple[float, float, float]] = []  # label (left, top, right) in pixels from the plot's top left
     out = []
@@ -331,14 +329,14 @@ def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
     use_gl = len(model.points) > gl_threshold
     traces = roofs + _kernel_traces(model, use_gl, contexts or {})
     ys = [_tflops(p) for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
-    ys += [_tflops(p) / p.executed_per_useful for p in model.points if p.padded and p.executed_per_useful]
+    ys += [p.useful[1] for p in model.points if p.useful]
     mem = model.memory_roof
     if mem is not None:
         ys.append(10.0**lo * mem.value)
     ys = [y for y in ys if y > 0] or [1.0]
     y_lo, y_hi = math.log10(min(ys)) - 0.3, math.log10(max(ys)) + 0.4
     has_hollow = any(not p.measured for p in model.points)
-    annotations += _labels(model, (lo, hi), (y_lo, y_hi))
+    annotations += _labels(model, (lo, hi), (y_lo, y_hi), has_hollow)
     layout: dict[str, Any] = dict(
         title=dict(text=_t(title)), height=640, hovermode="closest",
         xaxis=_axis("Arithmetic intensity (FLOP/byte, DRAM)", type="log", range=[lo, hi], dtick=1,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,8 +179,6 @@ def import_step_budget(bundle_dir: Path, path: Path, step_regex: str = DEFAULT_S
 def step_latency(file: str, budget: StepBudget) -> dict[str, Any]:
     """A `results` entry of the steps' wall times (GPU busy + host gap): the end-to-end latency of one step as the
     profiled process ran it (page 2), with every step's value; profiler overhead included, as the trace says."""
-    import statistics
-
     walls = [float(s["wall_ms"]) for s in budget.steps]
     return {"name": f"{file}: {len(walls)} profiled steps", "method": f"wall time of each step ({budget.method}), "
             "GPU busy + host gap, under torch.profiler", "steps": len(walls),

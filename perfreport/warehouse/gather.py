@@ -28,8 +28,19 @@ from perfreport.timeshare.step_budget import host_share_pct
 from perfreport.warehouse.db import NCU_FILE, open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
 
-SERVING_GROUPS = (("throughput", ("throughput", "tok_s", "tokens_per_s", "req_s")), ("ttft", ("ttft",)),
-                  ("tpot", ("tpot", "itl")), ("latency", ("latency",)))
+THROUGHPUT_TOKENS = ("throughput", "tok_s", "tokens_per_s", "req_s")
+SERVING_GROUPS = (("throughput", THROUGHPUT_TOKENS), ("ttft", ("ttft",)), ("tpot", ("tpot", "itl")),
+                  ("latency", ("latency",)))
+SERVING_KEYS = ("cell_id", "bundle", "result")  # a serving row's labels; every other key is a metric
+# Kernel metrics where a larger value is better; every other one (durations, bytes, launches) is better lower.
+HIGHER_IS_BETTER = frozenset({"achieved_tflops", "sol_pct", "sm_throughput_pct", "dram_throughput_pct",
+                              "achieved_occupancy_pct", "arithmetic_intensity"})
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of this kernel or serving metric is better (a throughput, a %SoL), for every verdict
+    that says faster, slower, regression or improvement."""
+    return metric in HIGHER_IS_BETTER or any(t in metric.lower() for t in THROUGHPUT_TOKENS)
 
 
 @dataclass
@@ -116,8 +127,8 @@ def _bundle_jsons(campaign: Campaign, cell: Cell) -> list[Path]:
 def trial_count(campaign: Campaign, cell: Cell) -> int | None:
     """How many trials the cell's bundles hold: the distinct `trial` numbers of their `results`; None when no result
     carries one (the data cannot say, and grounding.trials stands as typed)."""
-    trials = {r.get("trial") for path in _bundle_jsons(campaign, cell)
-              for r in (_read_json(path) or {}).get("results") or [] if isinstance(r, Mapping)}
+    docs = [d for d in map(_read_json, _bundle_jsons(campaign, cell)) if isinstance(d, Mapping)]
+    trials = {r.get("trial") for d in docs for r in d.get("results") or [] if isinstance(r, Mapping)}
     trials.discard(None)
     return len(trials) or None
 

@@ -74,6 +74,14 @@ class RoofPoint:
         return self.measured and (self.executed_per_useful or 0.0) >= PADDING_FLAG
 
     @property
+    def useful(self) -> tuple[float, float] | None:
+        """A padded kernel's useful point: AI and TFLOP/s of its op's FLOPs over the same bytes and time (both divided
+        by executed / useful); None when it is not padded."""
+        if not self.padded or not self.ai or not self.achieved_tflops or not self.executed_per_useful:
+            return None
+        return self.ai / self.executed_per_useful, self.achieved_tflops / self.executed_per_useful
+
+    @property
     def time_ns(self) -> float:
         """ncu time of the row (launches x duration): the order of "biggest kernels" without a time share."""
         return (self.duration_ns or 0.0) * self.launches
@@ -215,11 +223,10 @@ def build_roofline(
             flops=k.get("flops_total", (k.get("flops") or {}).get("total")), dram_bytes=k.get("dram_bytes"),
             executed_per_useful=(executed_per_useful or {}).get((k["cell_id"], k["id"])),
         ))
-        point = points[-1]
-        if point.padded and ai is not None and y is not None:
-            r = float(point.executed_per_useful or 1.0)
-            notes.append(f"{label}: executes {r:.1f}x the FLOPs its op needs (useful AI {ai / r:.3g} FLOP/B, "
-                         f"{y / r:.3g} useful TFLOP/s, drawn beside it): the padded work is its lever before any roof.")
+        if (useful := points[-1].useful) is not None:
+            notes.append(f"{label}: executes {points[-1].executed_per_useful:.1f}x the FLOPs its op needs (useful AI "
+                         f"{useful[0]:.3g} FLOP/B, {useful[1]:.3g} useful TFLOP/s, drawn beside it): the padded work "
+                         f"is its lever before any roof.")
     roofs = sorted(refs.values(), key=lambda r: (r.is_memory, -r.value, r.key))
     achievable: list[Roof] = []
     for roof in roofs:  # what the GPU really reaches on each roof, drawn beside it (achievable_ceiling_map)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,6 @@ RESAMPLES = 2000
 SEED = 20261207  # fixed: deterministic intervals
 
 FASTER, SLOWER, NO_CHANGE, INSUFFICIENT = "faster", "slower", "no significant change", "insufficient trials"
-VERDICTS = (FASTER, SLOWER, NO_CHANGE, INSUFFICIENT)
 
 
 @dataclass(frozen=True)
@@ -38,10 +37,6 @@ class Summary:
     min: float
     ci_low: float | None
     ci_high: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (a warehouse row, a JSON download)."""
-        return asdict(self)
 
     def text(self, fmt: str = ".4g") -> str:
         """`mean ± half-CI (n=N)`: how pages 1, 4 and the kernel pages print a repeated number."""
@@ -62,10 +57,6 @@ class Comparison:
     p_value: float | None
     verdict: str
     lower_is_better: bool = True
-
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict."""
-        return asdict(self)
 
     def text(self) -> str:
         """One line: the ratio, its CI, p and the verdict (or why there is none)."""
