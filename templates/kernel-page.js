@@ -112,6 +112,7 @@
     var total = share.reduce(function (a, r) { return a + r.time_share_pct; }, 0);
     var padded = joined.filter(function (r) { return isNum(r.executed_per_useful); });
     var amdahl = joined.filter(function (r) { return isNum(r.amdahl_bound_pct); });
+    var trials = joined.filter(function (r) { return r.launch_us_trials; });
     var rows = [
       ["arithmetic intensity", k.ai_measured && isNum(k.arithmetic_intensity)
         ? num(k.arithmetic_intensity) + " FLOP/B (DRAM), measured"
@@ -124,6 +125,10 @@
       ["bound", (k.bound || DASH) + (k.bound_reason ? ": " + k.bound_reason : "")],
       ["time share", share.length ? num(total) + "% of the cell's timeline (" + share[0].time_source + ")"
         : "no timeline imported for this kernel: ncu durations only"],
+      ["over trials", trials.length ? trials.map(function (r) {
+        return "time per launch " + r.launch_us_trials + " \u00b5s; time share " + r.share_trials + " %";
+      }).join("; ") + " (mean [95% CI] over the cell's timeline trials)"
+        : "one measurement: no timeline trials (import_torch_trace --trial N, or the cell's trials:)"],
       ["executed / useful FLOPs", padded.length ? padded.map(function (r) {
         return num(r.executed_per_useful) + "x" + (r.op ? " (" + r.op + ")" : "");
       }).join("; ") + (padded.some(function (r) { return r.executed_per_useful >= PADDING_FLAG; })

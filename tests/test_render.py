@@ -23,8 +23,8 @@ from perfreport.site.render import RenderResult, report_render
 GOLDEN = Path(__file__).parent / "golden" / "site"
 CAMPAIGN = "h200-decoder-layer"
 PAGES = ["01-summary.html", "02-serving.html", "03-step-budget.html", "04-time-share.html", "05-roofline.html",
-         "06-kernel-internals.html", "07-frontier.html", "cell-decode-b16-kv2048.html", "cell-prefill-b8-s1024.html",
-         "cell-prefill-b8-s1024-attach.html"]
+         "06-kernel-internals.html", "07-frontier.html", "08-history.html", "cell-decode-b16-kv2048.html",
+         "cell-prefill-b8-s1024.html", "cell-prefill-b8-s1024-attach.html"]
 # one kernel page per cell, drawn in the browser from its data (tests/test_kernel_pages.py, tests/test_browser.py)
 KERNEL_PAGES = ["kernel-decode-b16-kv2048.html", "kernel-prefill-b8-s1024.html",
                 "kernel-prefill-b8-s1024-attach.html"]
@@ -243,7 +243,7 @@ def test_hostile_names_render_as_text(evil_site: RenderResult) -> None:
 def test_cli_prints_the_build_summary(example_campaign: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     result = run_cli("report_render", "--campaign", str(example_campaign), "--out", str(out), ok=True)
-    assert "05-roofline.html" in result.output and "13 pages" in result.output
+    assert "05-roofline.html" in result.output and "14 pages" in result.output
     assert f"index: {out / 'index.html'}" in result.output.replace("\n", "")
     assert (out / CAMPAIGN / "01-summary.html").is_file()
 
@@ -254,12 +254,12 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
     camp = tmp_path / "empty-campaign"
     campaign_init(camp)
     result = report_render(camp, tmp_path / "site")
-    assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:7], "cell-example-cell.html",
+    assert sorted(p.name for p, _ in result.pages) == sorted([*PAGES[:8], "cell-example-cell.html",
                                                                         "kernel-example-cell.html"])
     roofline = _page(result, "05-roofline.html")
     assert "kernels with measured arithmetic intensity (0)" in roofline
     assert "No data yet." in roofline and "each kernel on the roofline" in roofline and "import_ncu" in roofline
-    for page in [*PAGES[:7], "cell-example-cell.html"]:  # every page says what it would show and how to fill it
+    for page in [*PAGES[:8], "cell-example-cell.html"]:  # every page says what it would show and how to fill it
         html = _page(result, page)
         assert "No data yet." in html or "No kernel qualifies" in html, page
         assert "plotly" not in html and "Plotly.newPlot(" not in html, page  # nothing to draw, no plotly.js loaded

@@ -334,5 +334,7 @@ def test_page_7_shows_levers_rubric_label_and_problems(camp: Path, tmp_path: Pat
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
     (camp / "levers.yaml").unlink()
     html = (report_render(camp, tmp_path / "site2").campaign_site / "07-frontier.html").read_text()
-    assert 'id="krhpa-label">VERDICT<' in html and "the candidate beats the baseline: 1.30x" in html
+    # fair and a typed speedup, but no trials to test it: a DRAFT saying what a VERDICT needs
+    assert 'id="krhpa-label">DRAFT<' in html and "the candidate beats the baseline: 1.30x" in html
+    assert "no trials test the speedup" in html
     assert "No data yet." in html and "write levers.yaml next to config.yaml" in html

@@ -124,6 +124,10 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
     fn = format_option(csv="one row per kernel imported, by share", json="the written file, the sources, the kernel "
                                                                           "count and the warnings")(fn)
+    fn = click.option("--trial", type=click.IntRange(min=1), default=None, metavar="N",
+                      help="Which repetition of the cell's measurement this file is (1 for the first): the warehouse "
+                           "gives each kernel's n, mean, median, min and 95% CI over the cell's trials. A cell's "
+                           "`trials:` in config.yaml numbers its files the same way. Example: --trial 3")(fn)
     fn = click.option("--replace", is_flag=True, help=_REPLACE_HELP)(fn)
     fn = click.option("--cell-id", required=True, help="Cell id from config.yaml. Example: decode-b16-kv2048")(fn)
     fn = click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
@@ -134,7 +138,7 @@ def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
 @cli.command(name="import_nsys")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str) -> None:
+def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, trial: int | None, fmt: str) -> None:
     """Import kernel durations from nsys into cells/<id>/kernel_times.json.
 
     PATH is `nsys stats --report cuda_gpu_kern_sum --format csv` output (older: gpukernsum) or an
@@ -148,13 +152,14 @@ def import_nsys_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool,
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_nsys
 
-    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path, replace=replace), fmt)
+    print_timeshare_summary(import_nsys(campaign_dir, cell_id, path, replace=replace, trial=trial), fmt)
 
 
 @cli.command(name="import_torch_trace")
 @_timeshare_options
 @click.argument("path", type=click.Path(path_type=Path))
-def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str) -> None:
+def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, trial: int | None,
+                           fmt: str) -> None:
     """Import kernel durations from a PyTorch profiler Chrome trace (.json or .json.gz).
 
     \b
@@ -165,7 +170,7 @@ def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_torch_trace
 
-    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path, replace=replace), fmt)
+    print_timeshare_summary(import_torch_trace(campaign_dir, cell_id, path, replace=replace, trial=trial), fmt)
 
 
 @cli.command(name="import_samples")
@@ -174,7 +179,7 @@ def import_torch_trace_cmd(campaign_dir: Path, cell_id: str, path: Path, replace
               help="Which sample type of a pprof profile to count (default: the profile's default_sample_type, "
                    "else its last). An error lists the types present. Example: --sample-type samples/count")
 @click.argument("path", type=click.Path(path_type=Path))
-def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, fmt: str,
+def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bool, trial: int | None, fmt: str,
                        sample_type: str | None) -> None:
     """Import a continuous profiler's samples: pprof, folded stacks, or per-kernel CSV/JSON.
 
@@ -192,8 +197,8 @@ def import_samples_cmd(campaign_dir: Path, cell_id: str, path: Path, replace: bo
     from perfreport.cli.printing import print_timeshare_summary
     from perfreport.timeshare import import_samples
 
-    print_timeshare_summary(import_samples(campaign_dir, cell_id, path, replace=replace, sample_type=sample_type),
-                            fmt)
+    print_timeshare_summary(import_samples(campaign_dir, cell_id, path, replace=replace, sample_type=sample_type,
+                                           trial=trial), fmt)
 
 
 @cli.command(name="import_step_budget")
@@ -245,16 +250,40 @@ def query_cmd(campaign_dir: Path, fmt: str, sql: str) -> None:
               help="Campaign folder to render. Example: campaigns/h200-decoder-layer")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("site"), show_default=True,
               help="Site root; the campaign goes to <out>/<campaign>/ and <out>/index.html lists campaigns.")
+@click.option("--lake", default=None,
+              help="Lake folder or catalog:NAME whose publications of this campaign page 08 (History) draws, each "
+                   "kernel series with its change points. Read only when given: PERFREPORT_LAKE is not read here, "
+                   "so the site never depends on the environment. Example: --lake lake")
+@click.option("--history-metric", default=None,
+              help="Numeric kernels column page 08 draws (with --lake; default duration_ns). "
+                   "Example: --history-metric sol_pct")
 @format_option(csv="one row per page written (page, bytes)", json="the site, the index, the pages and the downloads")
-def report_render_cmd(campaign_dir: Path, out_dir: Path, fmt: str) -> None:
-    """Render the static offline campaign site (pages 01-07, per-cell pages, comparisons).
+def report_render_cmd(campaign_dir: Path, out_dir: Path, lake: str | None, history_metric: str | None,
+                      fmt: str) -> None:
+    """Render the static offline campaign site (pages 01-08, per-cell pages, comparisons).
 
-    Example: perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
+    With --lake, page 08 (History) draws each kernel's metric over the lake's publications of this campaign with
+    its change points (those of `lake regressions`); without it, the page says how to get them.
+
+    \b
+    Example:
+      perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
+      perftunereport report_render --campaign campaigns/h200-decoder-layer --out site --lake lake
     """
     from perfreport.cli.printing import print_render_summary
+    from perfreport.site.history_page import History
     from perfreport.site.render import report_render
 
-    print_render_summary(report_render(campaign_dir, out_dir), fmt)
+    history = None
+    if lake is not None:
+        from perfreport.lake.regressions import campaign_series
+
+        metric = history_metric or "duration_ns"
+        history = History(lake, metric, campaign_series(lake, campaign_dir, metric))
+    elif history_metric is not None:
+        raise click.UsageError("--history-metric chooses what page 08 draws from a lake: give --lake LAKE too. "
+                               "Example: --lake lake --history-metric sol_pct")
+    print_render_summary(report_render(campaign_dir, out_dir, history), fmt)
 
 
 @cli.group()

@@ -340,6 +340,7 @@ def compare_rows(result: CompareResult) -> Rows:
 def print_compare(result: CompareResult, fmt: str = "table") -> None:
     """Print a lake comparison: one table per comparable group, the section-set notes and the cells not comparable;
     CSV: the groups as one long table (notes and cells not comparable go to stderr); JSON: all of them."""
+    from perfreport.lake.compare import TRIAL_COLUMNS
     from perfreport.warehouse.db import QueryResult
 
     lines = [f"note: {n}" for n in result.notes] + [f"not comparable: {n}" for n in result.not_comparable]
@@ -348,6 +349,9 @@ def print_compare(result: CompareResult, fmt: str = "table") -> None:
         for g in result.groups:
             cells = ", ".join(f"{camp}/{cid}" for camp, cid, _ in g.cells)
             _query_table(QueryResult(g.columns, g.rows), title=f"{result.metric} by {result.vary}: {cells}")
+            if g.trials:
+                _query_table(QueryResult(list(TRIAL_COLUMNS), g.trials),
+                             title=f"trials by {result.vary}: each cell against {g.cells[0][0]}/{g.cells[0][1]}")
         for line in lines:
             click.echo(line)
 
@@ -359,7 +363,9 @@ def print_compare(result: CompareResult, fmt: str = "table") -> None:
                   "not_comparable": result.not_comparable,
                   "groups": [{"cells": [{"campaign": camp, "cell_id": cid, result.vary: value}
                                         for camp, cid, value in g.cells],
-                              "rows": [dict(zip(g.columns, r, strict=True)) for r in g.rows]} for g in result.groups]})
+                              "rows": [dict(zip(g.columns, r, strict=True)) for r in g.rows],
+                              "trials": [dict(zip(TRIAL_COLUMNS, r, strict=True)) for r in g.trials]}
+                             for g in result.groups]})
 
 
 def print_step_budget(budget: StepBudget, target: Path, prefix: str = "") -> None:

@@ -8,6 +8,7 @@ campaign default in a cell's deep merge.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -44,7 +45,10 @@ ID_EXPECTED = f"an id matching {ID_PATTERN} (letters, digits, '.', '_', '-'; no 
 
 TOP_KEYS = ("schema_version", "campaign", "hardware", "sol_rigor", "ceilings_override", "context", "cells",
             "krhpa")
-CELL_KEYS = ("id", "description", "weight", "captures", "timelines", "steps", "samples", "not_measured", "context")
+CELL_KEYS = ("id", "description", "weight", "captures", "timelines", "trials", "steps", "samples", "not_measured",
+             "context")
+# A trials: file's trial number: the last digits of its name before the extension (torch_trace_t3.json.gz -> 3).
+TRIAL_NUMBER = re.compile(r"(\d+)\D*$")
 
 
 @dataclass
@@ -58,6 +62,8 @@ class Cell:
     timelines: list[str] = field(default_factory=list)  # nsys / PyTorch-profiler kernel timelines
     samples: list[str] = field(default_factory=list)  # continuous-profiler sample counts
     steps: list[str] = field(default_factory=list)  # PyTorch-profiler traces with one step per decode/prefill step
+    # Timelines of repeated measurements (nsys / torch trace), one file per trial, numbered by trial_number.
+    trials: list[str] = field(default_factory=list)
     # How much of the fleet's GPU time this cell stands for (any positive number: weights are normalised over the
     # campaign's cells); None: the cells weigh the same. Rankings across cells put every cell on this one base.
     weight: float | None = None
@@ -88,6 +94,10 @@ class Cell:
     def timeline_paths(self, campaign: Campaign) -> list[Path]:
         """Return the timeline files (nsys, torch trace) resolved against the campaign folder."""
         return [(campaign.dir / c).resolve() for c in self.timelines]
+
+    def trial_paths(self, campaign: Campaign) -> list[tuple[int, Path]]:
+        """Return each trials: file with its trial number, in trial order (validated unique on load)."""
+        return sorted((trial_number(c) or 0, (campaign.dir / c).resolve()) for c in self.trials)
 
     def step_paths(self, campaign: Campaign) -> list[Path]:
         """Return the step traces (page 3's step budget) resolved against the campaign folder."""
@@ -129,6 +139,13 @@ class Campaign:
             f"campaign {self.id!r} ({self.config_path}): no cell with id {cell_id!r}; known cell ids: "
             f"{known}. Use one of these, or add the cell under `cells:` in config.yaml."
         )
+
+
+def trial_number(path: str) -> int | None:
+    """The trial a trials: file measured: the last run of digits in its name without extensions; None without one."""
+    stem = Path(path).name.split(".")[0]
+    match = TRIAL_NUMBER.search(stem)
+    return int(match.group(1)) if match and int(match.group(1)) >= 1 else None
 
 
 def _join(path: str, key: Any) -> str:
@@ -232,6 +249,7 @@ class _Walk:
             timelines = self._captures(item.get("timelines"), f"{path}.timelines")
             samples = self._captures(item.get("samples"), f"{path}.samples")
             steps = self._captures(item.get("steps"), f"{path}.steps")
+            trials = self._trials(self._captures(item.get("trials"), f"{path}.trials"), f"{path}.trials")
             context = self.context(item.get("context"), f"{path}.context")
             weight = item.get("weight")
             if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float)
@@ -246,7 +264,7 @@ class _Walk:
                          "`n/a: captured by attach on a live server at --set basic`)", marker)
                 not_measured = None
             if cell_id is not None:
-                cells.append(Cell(cell_id, description, captures, context, timelines, samples, steps,
+                cells.append(Cell(cell_id, description, captures, context, timelines, samples, steps, trials,
                                   None if weight is None else float(weight), not_measured))
         return cells
 
@@ -265,6 +283,23 @@ class _Walk:
             return None
         seen[cell_id] = index
         return str(cell_id)
+
+    def _trials(self, files: list[str], path: str) -> list[str]:
+        """Keep the trials: files whose names number a trial, each number once."""
+        seen: dict[int, str] = {}
+        out = []
+        for item in files:
+            number = trial_number(item)
+            if number is None:
+                self.problems.append(f"{path}: {item!r} names no trial number; expected the trial's number as the "
+                                     f"last digits of the file name (torch_trace_t3.json.gz is trial 3): rename it")
+            elif number in seen:
+                self.problems.append(f"{path}: {item!r} and {seen[number]!r} are both trial {number}; each trial is "
+                                     f"one file: rename or drop one")
+            else:
+                seen[number] = item
+                out.append(item)
+        return out
 
     def _captures(self, node: Any, path: str) -> list[str]:
         if node is None:

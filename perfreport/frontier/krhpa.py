@@ -17,6 +17,8 @@ from typing import Any
 
 from perfreport.config.campaign import Campaign
 from perfreport.config.context import context_value_problem
+from perfreport.warehouse.gather import KERNEL_TIME, campaign_trial_samples, higher_is_better
+from perfreport.warehouse.stats import FASTER, MIN_TRIALS, SLOWER, Comparison, compare
 
 LEVELS = (1, 2, 3, 4)
 # letter -> (meaning, names of levels 1..4)
@@ -48,7 +50,8 @@ LETTERS: dict[str, tuple[str, tuple[str, str, str, str]]] = {
         "default in a released engine or library")),
 }
 SIDES = ("candidate", "baseline")
-BLOCK_KEYS = ("candidate", "baseline", "speedup", "evidence")
+BLOCK_KEYS = ("candidate", "baseline", "speedup", "evidence", "cells")
+CELLS_KEYS = ("candidate", "baseline", "metric")  # krhpa.cells: the cells whose trials test the speedup
 SIDE_KEYS = ("name", *LETTERS)
 PRODUCTION_P = 4
 FAIRNESS = {
@@ -110,6 +113,20 @@ def block_problems(block: Any) -> list[str]:
     if evidence is not None and not (isinstance(evidence, str) and evidence.strip()) and not (
             isinstance(evidence, list) and all(isinstance(e, str) and e.strip() for e in evidence)):
         problems.append(f"krhpa.evidence: expected a path or text, or a list of them, got {_show(evidence)}")
+    cells = block.get("cells")
+    if cells is not None:
+        if not isinstance(cells, Mapping):
+            problems.append(f"krhpa.cells: expected a mapping {{candidate: CELL_ID, baseline: CELL_ID}}, got "
+                            f"{_show(cells)}")
+        else:
+            problems += [f"krhpa.cells.{k}: expected a cell id of config.yaml, got {_show(cells.get(k))}"
+                         for k in SIDES if not (isinstance(cells.get(k), str) and cells.get(k))]
+            metric = cells.get("metric")
+            if metric is not None and not (isinstance(metric, str) and metric.strip()):
+                problems.append(f"krhpa.cells.metric: expected the name of a repeated number both cells measured "
+                                f"(e.g. layer_tpot_ms), got {_show(metric)}")
+            problems += [f"krhpa.cells.{k}: unknown key; known keys: {', '.join(CELLS_KEYS)}"
+                         for k in cells if k not in CELLS_KEYS]
     problems += [f"krhpa.{key}: unknown key; known keys: {', '.join(BLOCK_KEYS)}"
                  for key in block if key not in BLOCK_KEYS]
     return problems
@@ -128,11 +145,14 @@ def _outcome(cand: Mapping[str, Any], base: Mapping[str, Any], speedup: float) -
     return f"the candidate does not beat the baseline: {speedup:.2f}x"
 
 
-def krhpa_verdict(block: Mapping[str, Any] | None) -> tuple[str | None, list[str]]:
+def krhpa_verdict(block: Mapping[str, Any] | None, trials: Comparison | None = None
+                  ) -> tuple[str | None, list[str]]:
     """Label a candidate-vs-baseline claim VERDICT or DRAFT (None without a block), with every reason.
 
-    VERDICT needs a well-formed block, a measured speedup and a fair baseline: H and R at least the candidate's
-    and P = 4. Any other case is a DRAFT; the reasons say which rule failed and what the speedup shows.
+    VERDICT needs a well-formed block, a speedup (typed, or measured by the trials), a fair baseline (H and R at
+    least the candidate's, P = 4) and trials that show it: `trials` compares the baseline's repeated measurements
+    (before) with the candidate's (after) and must say faster or slower, the way the speedup says. Any other case
+    is a DRAFT; the reasons say which rule failed and what the speedup shows.
     """
     if block is None:
         return None, ["no krhpa block: no candidate-vs-baseline claim to label"]
@@ -140,6 +160,8 @@ def krhpa_verdict(block: Mapping[str, Any] | None) -> tuple[str | None, list[str
     if problems:
         return "DRAFT", [f"the krhpa block has {len(problems)} problem(s): " + "; ".join(problems)]
     cand, base, speedup = block["candidate"], block["baseline"], block.get("speedup")
+    if speedup is None and trials is not None and trials.ratio:
+        speedup = 1 / trials.ratio if trials.lower_is_better else trials.ratio  # measured: baseline / candidate time
     unfair = [f"baseline {k}={base[k]} < candidate {k}={cand[k]}: {FAIRNESS[k]}" for k in ("H", "R")
               if base[k] < cand[k]]
     if base["P"] < PRODUCTION_P:
@@ -150,11 +172,29 @@ def krhpa_verdict(block: Mapping[str, Any] | None) -> tuple[str | None, list[str
         reasons.append("no measured speedup: add `speedup:` (baseline time / candidate time on the same shapes)")
     else:
         reasons.append(_outcome(cand, base, float(speedup)))
-    if unfair or speedup is None:
+    shown = _significance(trials, speedup)
+    reasons.append(shown[1])
+    if unfair or speedup is None or not shown[0]:
         return "DRAFT", reasons
     fair = (f"fair baseline: {base['name']!r} at H={base['H']} >= {cand['H']}, R={base['R']} >= {cand['R']}, "
             f"P={base['P']}")
     return "VERDICT", [fair, *reasons]
+
+
+NO_TRIALS = ("no trials test the speedup: name the measured cells (`cells: {candidate: CELL_ID, baseline: CELL_ID}`, "
+             f"each with >= {MIN_TRIALS} trials); a VERDICT needs a significant difference (Mann-Whitney U)")
+
+
+def _significance(trials: Comparison | None, speedup: float | None) -> tuple[bool, str]:
+    """Whether the trials show the speedup (a significant difference the way it points), and the reason line."""
+    if trials is None:
+        return False, NO_TRIALS
+    line = f"trials (candidate / baseline): {trials.text()}"
+    if trials.verdict not in (FASTER, SLOWER):
+        return False, f"{line}; no VERDICT without a significant difference"
+    if speedup is not None and (trials.verdict == FASTER) != (float(speedup) > 1):
+        return False, f"{line}; contradicts the speedup {float(speedup):.2f}x: re-measure or correct `speedup:`"
+    return True, line
 
 
 def level_text(value: Any, letter: str) -> str:
@@ -198,6 +238,11 @@ def krhpa_problems(campaign: Campaign) -> list[str]:
                 f"claims need the rubric: add `krhpa: {{candidate: {{name: ..., K: 1..4, R: 1..4, H: 1..4, "
                 f"P: 1..4, A: 1..4}}, baseline: {{...}}, speedup: ...}}` to config.yaml (docs/frontier.md)"]
     problems = block_problems(block)
+    cells = block.get("cells")
+    if isinstance(cells, Mapping):
+        ids = [c.id for c in campaign.cells]
+        problems += [f"krhpa.cells.{k}: {cells[k]!r} is no cell of config.yaml; known cells: {', '.join(ids)}"
+                     for k in SIDES if isinstance(cells.get(k), str) and cells[k] and cells[k] not in ids]
     for side in SIDES:
         node = block.get(side)
         name = node.get("name") if isinstance(node, Mapping) else None
@@ -206,10 +251,29 @@ def krhpa_problems(campaign: Campaign) -> list[str]:
     return problems
 
 
+def krhpa_trials(campaign: Campaign) -> Comparison | None:
+    """The block's cells compared over their trials (baseline before, candidate after) on `cells.metric`, else the
+    first latency-like number both measured, else their trials' kernel time; None without cells or shared trials."""
+    block = campaign.krhpa
+    cells = block.get("cells") if isinstance(block, Mapping) else None
+    if not isinstance(cells, Mapping):
+        return None
+    samples = campaign_trial_samples(campaign)
+    base, cand = samples.get(str(cells.get("baseline")), {}), samples.get(str(cells.get("candidate")), {})
+    shared = sorted(set(base) & set(cand))
+    latency = [m for m in shared if any(t in m.lower() for t in ("latency", "tpot", "ttft", "itl", "_ms"))
+               and "time per launch" not in m]
+    metric = cells.get("metric") or next(iter(latency), KERNEL_TIME if KERNEL_TIME in shared else None)
+    if metric not in base or metric not in cand:
+        return None
+    return compare(base[metric], cand[metric], lower_is_better=not higher_is_better(str(metric)))
+
+
 def krhpa_label(campaign: Campaign) -> tuple[str | None, list[str]]:
-    """Return the lake's krhpa label and reasons: krhpa_verdict, a DRAFT whenever the gate found a problem."""
-    label, reasons = krhpa_verdict(campaign.krhpa)
+    """Return the lake's krhpa label and reasons: krhpa_verdict over the block's cells' trials, a DRAFT whenever the
+    gate found a problem."""
+    label, reasons = krhpa_verdict(campaign.krhpa, krhpa_trials(campaign) if campaign.krhpa else None)
     problems = krhpa_problems(campaign)
-    if label == "VERDICT" and problems:
+    if label is not None and problems:
         return "DRAFT", [f"the krhpa block has {len(problems)} problem(s): " + "; ".join(problems)]
     return label, reasons

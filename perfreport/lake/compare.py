@@ -24,10 +24,13 @@ from perfreport.lake.history import tables_as_of
 from perfreport.lake.iceberg import open_lake
 from perfreport.lake.rows import DESCRIPTOR, KERNEL_MEASURES
 from perfreport.ncu.catalog.sets import section_table
+from perfreport.warehouse.gather import compare_samples
 
 KEY_COLUMNS = ("kernel", "set", "change")  # then one column per compared cell
 METRICS = tuple(n for n, t in KERNEL_MEASURES if pa.types.is_integer(t) or pa.types.is_floating(t))
 FIELDS = tuple(n for n, _ in DESCRIPTOR)
+TRIAL_COLUMNS = ("metric", "before", "after", "n_before", "n_after", "ratio", "ci_low", "ci_high", "p_value",
+                 "verdict")
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Group:
     cells: list[tuple[str, str, Any]]  # (campaign, cell_id, varied value), sorted by value
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    trials: list[tuple[Any, ...]] = field(default_factory=list)  # TRIAL_COLUMNS: each cell's trials vs the first's
 
 
 @dataclass
@@ -184,6 +188,9 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
     buckets: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for c in cells:
         buckets[tuple(c[f] for f in others)].append(c)
+    trials: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(dict)
+    for t in arrow["trials"].to_pylist() if "trials" in arrow else []:
+        trials[(t["campaign"], t["cell_id"])][t["metric"]] = t["values"]
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for k in arrow["kernels"].to_pylist():
         kernels[(k["campaign"], k["cell_id"])].append(k)
@@ -207,8 +214,23 @@ def lake_compare(lake: str | Path | None, metric: str, campaign: str | None = No
                  *(None if k is None else k[metric] for k in row))
                 for label, row in zip(_labels(paired), paired, strict=True)]
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
-        result.groups.append(Group([(c["campaign"], c["cell_id"], c[name]) for c in members], columns, rows))
+        result.groups.append(Group([(c["campaign"], c["cell_id"], c[name]) for c in members], columns, rows,
+                                   _trial_rows(members, trials)))
     return result
+
+
+def _trial_rows(members: list[dict[str, Any]], trials: dict[tuple[str, str], dict[str, list[float]]]
+                ) -> list[tuple[Any, ...]]:
+    """Each later cell's repeated numbers against the first cell's (gather.compare_samples: ratio of medians, its
+    bootstrap CI, Mann-Whitney U p, faster / slower / no significant change / insufficient trials)."""
+    first = members[0]
+    base = trials.get((first["campaign"], first["cell_id"]), {})
+    out = []
+    for c in members[1:]:
+        for metric, r in compare_samples(base, trials.get((c["campaign"], c["cell_id"]), {})):
+            out.append((metric, f"{first['campaign']}/{first['cell_id']}", f"{c['campaign']}/{c['cell_id']}",
+                        r.n_before, r.n_after, r.ratio, r.ci_low, r.ci_high, r.p_value, r.verdict))
+    return out
 
 
 def _why_not(cell: dict[str, Any], cells: list[dict[str, Any]], others: list[str], name: str) -> str:

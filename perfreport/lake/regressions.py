@@ -62,12 +62,28 @@ class Regression:
 
 
 @dataclass
+class Series:
+    """One series: its points in publication order and its rows (change points, or its `insufficient data` row)."""
+
+    campaign: str
+    cell_id: str
+    kernel: str
+    section_set: str | None
+    metric: str
+    work: tuple[Any, ...]  # (identity, grid, block, instance): two series of one label differ here or in descriptor
+    descriptor: dict[str, Any]
+    points: list[tuple[datetime, str, float]]  # (published_at, publication_id, value), oldest first
+    rows: list[Regression] = field(default_factory=list)
+
+
+@dataclass
 class RegressionsResult:
-    """Every series' change points, and how many series were read."""
+    """Every series' change points, and how many series were read (`all_series`: each series with its points)."""
 
     metric: str
     series: int
     rows: list[Regression] = field(default_factory=list)
+    all_series: list[Series] = field(default_factory=list)
 
 
 def _label(change_pct: float, points_after: int, metric: str) -> str:
@@ -88,13 +104,20 @@ def _since(value: str | None) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=datetime.now().astimezone().tzinfo)
 
 
-def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kernel: str | None = None,
-                     since: str | None = None) -> RegressionsResult:
-    """Change points of `metric` per series of the lake's kernel_history (publications since `since`, kernels whose
-    label or name matches the regular expression `kernel`)."""
+def check_metric(metric: str, option: str = "lake regressions --metric") -> None:
+    """Refuse a metric that is no numeric kernel column, naming the option it came from."""
     if metric not in METRICS:
-        raise PerfReportError(f"lake regressions --metric {metric!r}: not a numeric kernel column; expected one of "
-                              f"{', '.join(METRICS)}. Example: --metric duration_ns")
+        raise PerfReportError(f"{option} {metric!r}: not a numeric kernel column; expected one of "
+                              f"{', '.join(METRICS)}. Example: {option.rsplit(' ', 1)[-1]} duration_ns")
+
+
+def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kernel: str | None = None,
+                     since: str | None = None, campaign: str | None = None) -> RegressionsResult:
+    """Change points of `metric` per series of the lake's kernel_history (publications since `since`, kernels whose
+    label or name matches the regular expression `kernel`, only campaign `campaign` when given)."""
+    from pyiceberg.expressions import AlwaysTrue, EqualTo
+
+    check_metric(metric)
     try:
         pattern = re.compile(kernel) if kernel else None
     except re.error as exc:
@@ -109,7 +132,10 @@ def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kerne
     columns = ("campaign", "cell_id", "name", "function", "label", "instance", "grid_size", "block_size",
                "section_set", "publication_id", "published_at",
                metric, *SERIES_FIELDS)
-    data = table.scan(selected_fields=columns).to_arrow().to_pydict()  # columns: 50,000 rows read in ~0.1 s
+    # one campaign is one partition: the scan skips the other campaigns' files
+    only = AlwaysTrue() if campaign is None else EqualTo("campaign", campaign)  # type: ignore[call-arg, arg-type]
+    scan = table.scan(selected_fields=columns, row_filter=only)
+    data = scan.to_arrow().to_pydict()  # columns: 50,000 rows read in ~0.1 s
     series: dict[tuple[Any, ...], list[tuple[datetime, str, float]]] = defaultdict(list)
     names: dict[tuple[Any, ...], str] = {}
     ids: dict[tuple[Any, Any], str] = {}  # identity per (name, function): its regexes once per kernel, not per row
@@ -137,14 +163,49 @@ def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kerne
 
     for key in sorted(series, key=order):
         points = sorted(series[key])
-        campaign, cell_id, kset = key[0], key[1], key[3]
-        if len(points) < MIN_SERIES:
-            result.rows.append(Regression(campaign, cell_id, names[key], kset, metric, "insufficient data",
-                                          points[-1][1], points[-1][0], len(points)))
-            continue
-        for cp in change_points([v for _, _, v in points]):
-            when, pub, _ = points[cp.index]
-            result.rows.append(Regression(
-                campaign, cell_id, names[key], kset, metric, _label(cp.change_pct, cp.points_after, metric), pub, when,
-                len(points), cp.before, cp.after, cp.change_pct, None if math.isnan(cp.p_value) else cp.p_value))
+        camp, cell_id, kset = key[0], key[1], key[3]
+        line = Series(camp, cell_id, names[key], kset, metric, key[2], dict(zip(SERIES_FIELDS, key[4], strict=True)),
+                      points)
+        result.all_series.append(line)
+        line.rows = _series_rows(line)
+        result.rows += line.rows
     return result
+
+
+def _series_rows(line: Series) -> list[Regression]:
+    points, metric = line.points, line.metric
+    head = (line.campaign, line.cell_id, line.kernel, line.section_set, metric)
+    if len(points) < MIN_SERIES:
+        return [Regression(*head, "insufficient data", points[-1][1], points[-1][0], len(points))]
+    rows = []
+    for cp in change_points([v for _, _, v in points]):
+        when, pub, _ = points[cp.index]
+        rows.append(Regression(*head, _label(cp.change_pct, cp.points_after, metric), pub, when, len(points),
+                               cp.before, cp.after, cp.change_pct, None if math.isnan(cp.p_value) else cp.p_value))
+    return rows
+
+
+def history_series(result: RegressionsResult, campaign: str) -> list[dict[str, Any]]:
+    """The series of one campaign as plain JSON-able dicts (times as ISO 8601), the site's History page input: the
+    site may not import the lake, so the CLI hands this over."""
+    def when(t: datetime | None) -> str | None:
+        return t.isoformat() if t else None
+
+    return [{
+        "cell_id": s.cell_id, "kernel": s.kernel, "set": s.section_set, "metric": s.metric,
+        "grid_size": s.work[1], "block_size": s.work[2], "instance": s.work[3], "descriptor": s.descriptor,
+        "points": [{"published_at": when(t), "publication_id": pub, "value": v} for t, pub, v in s.points],
+        "changes": [{"label": r.label, "publication_id": r.publication_id, "published_at": when(r.published_at),
+                     "before": r.before, "after": r.after, "change_pct": r.change_pct, "p_value": r.p_value}
+                    for r in s.rows if r.label != "insufficient data"],
+        "insufficient": any(r.label == "insufficient data" for r in s.rows),
+    } for s in result.all_series if s.campaign == campaign]
+
+
+def campaign_series(lake: str | Path, campaign_dir: str | Path, metric: str = "duration_ns") -> list[dict[str, Any]]:
+    """The series of the campaign in `campaign_dir` (its config's id) in the lake, for `report_render --lake`."""
+    from perfreport.config.campaign import load_campaign
+
+    check_metric(metric, "report_render --history-metric")
+    campaign = load_campaign(Path(campaign_dir)).id
+    return history_series(lake_regressions(lake, metric, campaign=campaign), campaign)

@@ -19,6 +19,7 @@ from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.frontier.krhpa import krhpa_label
 from perfreport.kernels.row import FIELDS as KERNEL_FIELDS
 from perfreport.lake.gate import CellCheck
+from perfreport.warehouse.gather import campaign_trial_samples
 
 BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
 FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
@@ -76,11 +77,15 @@ PUBLICATIONS = pa.schema([
     ("rejected", pa.list_(pa.string())), ("strict", pa.bool_()), ("who", pa.string()),
     ("published_at", pa.timestamp("us", tz="UTC")),
 ])
+# Each cell's repeated numbers (warehouse.gather.samples_of: end-to-end results, the trials' kernel time, each
+# kernel's time per launch), one row per metric with its values in trial order: what `lake compare` tests.
+TRIALS = pa.schema(KEYS + [pa.field("metric", pa.string(), nullable=False), ("n", pa.int64()),
+                           ("values", pa.list_(pa.float64())), ("publication_id", pa.string())])
 # Every publication's kernel rows, appended and never replaced (kernels holds each cell's latest): the series that
 # `lake regressions` reads in one scan, stamped with the publication's time.
 KERNEL_HISTORY = pa.schema([*KERNELS, pa.field("published_at", pa.timestamp("us", tz="UTC"))])
-SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "kernel_history": KERNEL_HISTORY,
-           "publications": PUBLICATIONS}
+SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "trials": TRIALS,
+           "kernel_history": KERNEL_HISTORY, "publications": PUBLICATIONS}
 
 
 @dataclass
@@ -90,18 +95,20 @@ class Rows:
     kernels: list[dict[str, Any]] = field(default_factory=list)
     cells: list[dict[str, Any]] = field(default_factory=list)
     captures: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
 
     def publication_id(self, campaign: str) -> str:
         """Return a content hash of every row: the same content published twice has the same id."""
         body = json.dumps({"campaign": campaign, "kernels": self.kernels, "cells": self.cells,
-                           "captures": self.captures, "rejected": self.rejected},
+                           "captures": self.captures, "rejected": self.rejected,
+                           **({"trials": self.trials} if self.trials else {})},
                           sort_keys=True, ensure_ascii=False, default=str)
         return "pub-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
 
     def stamp(self, publication_id: str) -> None:
         """Set publication_id on every row."""
-        for row in (*self.kernels, *self.cells, *self.captures):
+        for row in (*self.kernels, *self.cells, *self.captures, *self.trials):
             row["publication_id"] = publication_id
 
 
@@ -176,6 +183,11 @@ def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
                 continue
             rows.kernels.append({**_kernel_row(campaign, check, k, sources.get(k.get("source"), {}), desc),
                                  "krhpa_label": label})
+    published = {c.cell_id for c in checks}
+    for cell_id, samples in sorted(campaign_trial_samples(campaign).items()):
+        if cell_id in published:
+            rows.trials += [{"campaign": campaign.id, "cell_id": cell_id, "metric": m, "n": len(v), "values": v}
+                            for m, v in sorted(samples.items())]
     rows.kernels.sort(key=lambda r: (r["cell_id"], r["kernel_id"]))
     rows.cells.sort(key=lambda r: r["cell_id"])
     rows.captures.sort(key=lambda r: (r["cell_id"], r["source_id"]))

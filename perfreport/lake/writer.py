@@ -66,7 +66,7 @@ def publish_to_lake(campaign_dir: Path, lake: str | Path | None = None, strict: 
     ledger = publication_row(campaign.id, pub_id, rows, checks, strict, publisher, now)
     pub = Publish(campaign.id, [c.cell_id for c in checks],
                   {"kernels": to_arrow("kernels", rows.kernels), "captures": to_arrow("captures", rows.captures),
-                   "cells": to_arrow("cells", rows.cells),
+                   "cells": to_arrow("cells", rows.cells), "trials": to_arrow("trials", rows.trials),
                    "kernel_history": to_arrow("kernel_history", [{**k, "published_at": now} for k in rows.kernels]),
                    "publications": to_arrow("publications", [ledger])},
                   pub_id, publisher, now)

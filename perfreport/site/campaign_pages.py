@@ -24,6 +24,7 @@ from perfreport.site.comparison import Comparison, Mismatch, context_line, flatt
 from perfreport.site.kernel_pages import kernel_href
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
 from perfreport.warehouse.gather import SERVING_GROUPS, SERVING_KEYS, CampaignData, CellData
+from perfreport.warehouse.stats import number_text
 
 C = Column
 MISSING_TIMES = Missing("each kernel's share of end-to-end GPU time (and so its Amdahl bound)", [
@@ -72,6 +73,15 @@ JOIN_COLUMNS = [
     C("amdahl_bound_pct", "Amdahl bound", "pct"), C("amdahl_bound_ms", "Amdahl bound", "ms"),
     C("amdahl_basis", "bound against", wrap=True),
     C("matched_sources", "matched sources", "value"),
+]
+# Page 4's columns for a campaign with timeline trials (gather.TRIAL_COLUMNS): mean [95% CI] (n) per kernel.
+TRIAL_JOIN_COLUMNS = [
+    C("share_trials", "time share over trials (%)", wrap=True),
+    C("launch_us_trials", "time per launch over trials (µs)", wrap=True),
+]
+TRIAL_CELL_COLUMNS = [
+    C("cell_id", "cell"), C("metric", "measured"), C("n", "trials", "num"), C("mean", "mean", "num"),
+    C("ci", "95% CI of the mean"), C("std", "std", "num"), C("median", "median", "num"), C("min", "min", "num"),
 ]
 KERNEL_COLUMNS = [
     C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("family", "family"),
@@ -138,6 +148,14 @@ def summary_page(data: CampaignData, groups: list[Comparison], mismatches: list[
         C("time_shares", "time shares", wrap=True), C("next_lever", "next lever", wrap=True),
         C("host", "host vs GPU", wrap=True),
     ], [_headline(data, cd, firsts) for cd in data.cells], link_key="cell_id"))
+    trial_rows = [{"cell_id": cd.id, "href": f"cell-{cd.id}.html", "metric": name, "n": t.n, "mean": t.mean,
+                   "ci": None if t.ci_low is None or t.ci_high is None
+                   else f"[{number_text(t.ci_low)}, {number_text(t.ci_high)}]",
+                   "std": t.std, "median": t.median, "min": t.min}
+                  for cd in data.cells for name, t in cd.trials.items()]
+    if trial_rows:
+        page.add_table(Table("trials", "Repeated measurements per cell (trials: n, mean, 95% bootstrap CI)",
+                             TRIAL_CELL_COLUMNS, trial_rows, link_key="cell_id"))
     lever = next_lever(ranked)
     page.context.update(next_lever=lever and lever.as_row(), groups=groups,
                         description=data.ceilings.description(camp.hardware), hardware=camp.hardware,
@@ -248,8 +266,9 @@ def time_share_page(data: CampaignData) -> Page:
     without = [cd.id for cd in data.cells if not data.timed(cd.id)]
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
-    page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", JOIN_COLUMNS, data.join,
-                         link_key="label"))
+    trialled = any(r.get("share_trials") for r in data.join)
+    columns = JOIN_COLUMNS[:4] + TRIAL_JOIN_COLUMNS + JOIN_COLUMNS[4:] if trialled else JOIN_COLUMNS
+    page.add_table(Table("join", "Kernel join (warehouse view kernel_join)", columns, data.join, link_key="label"))
     drawn = [cd.id for cd in data.cells if data.join_by_cell.get(cd.id)]
     for cell_id in drawn[:SHARE_CHART_CELLS]:
         chart = time_share_chart(cell_id, data.join_by_cell[cell_id], f"time-share-{cell_id}")

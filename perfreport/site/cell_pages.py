@@ -16,8 +16,7 @@ from perfreport.site.campaign_pages import (
 )
 from perfreport.site.comparison import Comparison, flatten
 from perfreport.site.page_model import Chart, Column, Missing, Page, Table
-from perfreport.warehouse.gather import SERVING_KEYS, CampaignData, CellData, higher_is_better
-from perfreport.warehouse.stats import compare
+from perfreport.warehouse.gather import CampaignData, CellData, compare_samples
 
 C = Column
 CELL_JOIN_KEYS = ("label", "share_split", "op", "shapes", "time_share_pct", "sample_share_pct", "total_ms",
@@ -75,23 +74,13 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
     return page
 
 
-def trial_comparisons(cells: list[CellData]) -> list[dict[str, Any]]:
-    """Every end-to-end number (page 2's `results`, one value per trial) of each cell against the first cell's:
-    ratio of medians with its CI, p and the verdict (warehouse.stats.compare); higher is better for a throughput."""
-    def samples(cd: CellData) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {}
-        for r in cd.serving:
-            for k, v in r.items():
-                if k not in SERVING_KEYS and isinstance(v, int | float):
-                    out.setdefault(k, []).append(float(v))
-        return out
-
-    base, rows = samples(cells[0]), []
-    for cd in cells[1:]:
-        other = samples(cd)
-        for metric in sorted(set(base) & set(other)):
-            c = compare(base[metric], other[metric], lower_is_better=not higher_is_better(metric))
-            rows.append({"metric": metric, "before": cells[0].id, "after": cd.id, "n_before": c.n_before,
+def trial_comparisons(data: CampaignData, cell_ids: list[str]) -> list[dict[str, Any]]:
+    """Every repeated number (page 2's `results`, the trials' kernel time, each kernel's time per launch) of each
+    cell against the first cell's: ratio of medians with its CI, p and the verdict (gather.compare_samples)."""
+    base, rows = data.trial_samples(cell_ids[0]), []
+    for cell_id in cell_ids[1:]:
+        for metric, c in compare_samples(base, data.trial_samples(cell_id)):
+            rows.append({"metric": metric, "before": cell_ids[0], "after": cell_id, "n_before": c.n_before,
                          "n_after": c.n_after, "ratio": c.ratio, "p_value": c.p_value, "verdict": c.verdict,
                          "ci": None if c.ci_low is None else f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"})
     return rows
@@ -123,13 +112,13 @@ def compare_page(data: CampaignData, group: Comparison) -> Page:
             r = join.get((cell, row["label"]), {})
             row.update({f"c{i}_{metric}": r.get(metric), f"c{i}_sol": r.get("sol_pct"), f"c{i}_bound": r.get("bound")})
     page.add_table(Table("kernels", "Kernels side by side", cols, rows))
-    page.add_table(Table("trials", "End-to-end numbers compared over trials (each cell against the first in "
-                               "config.yaml)", [
+    page.add_table(Table("trials", "Repeated numbers compared over trials (each cell against the first in "
+                               "config.yaml): end-to-end results, kernel time, each kernel's time per launch", [
         C("metric", "metric"), C("before", "before (cell)"), C("after", "after (cell)"),
         C("n_before", "n before", "num"), C("n_after", "n after", "num"),
         C("ratio", "ratio of medians (after / before)", "num"),
         C("ci", "95% bootstrap CI"), C("p_value", "Mann-Whitney U p", "num"), C("verdict", "verdict")],
-        trial_comparisons([by_id[c.id] for c in data.campaign.cells if c.id in group.cell_ids])))  # config order
+        trial_comparisons(data, [c.id for c in data.campaign.cells if c.id in group.cell_ids])))  # config order
     series = [(f"c{i}_{metric}", cell) for i, cell in enumerate(group.cell_ids)]
     page.add_chart(Chart("compare-chart", charts.grouped(rows, "label", series, f"{label} per kernel",
                                                          label)))

@@ -414,3 +414,55 @@ def grouped(rows: Sequence[Mapping[str, Any]], x_key: str, series: Sequence[tupl
               for i, (key, label) in enumerate(series)]
     return _figure(traces, dict(title=dict(text=_t(title)), barmode=barmode, height=360,
                                 xaxis=dict(type="category", automargin=True), yaxis=_axis(axis_title)))
+
+
+CHANGE_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "suspicious": "#ff7f0e"}
+
+
+def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, Any]], title: str,
+            axis_title: str) -> go.Figure:
+    """One series over publications (`x` the publication's number, hover its id and time) with the level of each
+    segment dotted; each change point (`x` its first publication of the new level) a dashed line between the two
+    levels and a diamond in its label's colour, annotated with label and change."""
+    xs = [p["x"] for p in points]
+    line = dict(type="scatter", mode="lines+markers", x=xs, y=[_r(p["value"]) for p in points], name="value",
+                marker=dict(color=PALETTE[0], size=6), line=dict(color=PALETTE[0], width=1.5),
+                customdata=[[_t(p["publication_id"]), _t(p["published_at"])] for p in points],
+                hovertemplate="publication %{x} · %{customdata[0]}<br>%{customdata[1]}<br>"
+                              f"{_t(axis_title)}: %{{y:.4g}}<extra></extra>")
+    edges = [0, *sorted(xs.index(c["x"]) for c in changes if c["x"] in xs), len(xs)]
+    level_x: list[Any] = []
+    level_y: list[Any] = []
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        if hi > lo:
+            mean = _r(sum(p["value"] for p in points[lo:hi]) / (hi - lo))
+            level_x += [xs[lo], xs[hi - 1], None]
+            level_y += [mean, mean, None]
+    level = dict(type="scatter", mode="lines", x=level_x, y=level_y, name="level (segment mean)",
+                 line=dict(color="#7f7f7f", width=1, dash="dot"), hoverinfo="skip")
+    traces = [line, level]
+    shapes, notes = [], []
+    for label in CHANGE_COLORS:
+        mine = [c for c in changes if c["label"] == label and c["x"] in xs]
+        if not mine:
+            continue
+        at = [points[xs.index(c["x"])] for c in mine]
+        traces.append(dict(type="scatter", mode="markers", x=[c["x"] for c in mine], y=[_r(p["value"]) for p in at],
+                           name=label, marker=dict(color=CHANGE_COLORS[label], size=13, symbol="diamond",
+                                                   line=dict(color="white", width=1)),
+                           customdata=[[_opt(c["change_pct"], "+.1f", "%")] for c in mine],
+                           hovertemplate=f"{label} at publication %{{x}}: %{{customdata[0]}}<extra></extra>"))
+        for c in mine:
+            i = xs.index(c["x"])
+            between = (xs[i - 1] + xs[i]) / 2 if i else xs[i] - 0.5  # between the old level's last point and this
+            shapes.append(dict(type="line", xref="x", yref="paper", x0=between, x1=between, y0=0, y1=1,
+                               line=dict(color=CHANGE_COLORS[label], width=1.5, dash="dash")))
+            notes.append(dict(xref="x", yref="paper", x=between, y=1.0, yanchor="bottom", showarrow=False,
+                              text=f"{label} {_opt(c['change_pct'], '+.1f', '%')}",
+                              font=dict(color=CHANGE_COLORS[label], size=11)))
+    ticks = dict(dtick=1) if len(xs) <= 30 else {}  # one tick per publication while they fit
+    return _figure(traces, dict(
+        title=dict(text=_t(title)), height=350, shapes=shapes, annotations=notes, margin=dict(l=70, r=20, t=70, b=95),
+        legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"),  # below the axis title
+        xaxis=_axis("publication (oldest first)", range=[min(xs, default=1) - 0.6, max(xs, default=1) + 0.6], **ticks),
+        yaxis=_axis(axis_title)))

@@ -1,10 +1,10 @@
 """Stage 4: `report_render` gathers everything, builds every page in memory, then writes the static site.
 
 Layout of <out>/: index.html (every campaign rendered into <out>), static/ (the stylesheet, the table script and
-the plotly.js bundles the pages load, copied once per site), <campaign>/ with 01-07 pages, cell-<id>.html,
+the plotly.js bundles the pages load, copied once per site), <campaign>/ with 01-08 pages, cell-<id>.html,
 compare-*.html, each table's CSV and JSON next to its page, and site.json (the manifest index.html is built from).
 Pages open from file://: no network, relative links only. Output is deterministic: fixed div ids, sorted rows, no
-timestamps.
+timestamps but the lake's own publication times on page 08.
 
 plotly.js is loaded only by a page that draws a chart: the official basic bundle (scatter, bar, pie; a quarter of
 the full one) where every trace is of those types, else the full bundle of the installed plotly package (a
@@ -46,6 +46,7 @@ from perfreport.site.campaign_pages import (
 )
 from perfreport.site.cell_pages import cell_page, compare_page
 from perfreport.site.comparison import comparisons
+from perfreport.site.history_page import History, history_page
 from perfreport.site.kernel_pages import CLICK_SCRIPT, kernel_pages, link_kernels, script_text
 from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
 from perfreport.site.page_model import Chart, Page
@@ -65,7 +66,8 @@ WRITERS = 8
 MAX_HTML_ROWS = 400  # tables longer than this show their first rows; the CSV/JSON downloads have them all
 NAV = (("01-summary.html", "Summary"), ("02-serving.html", "Serving"), ("03-step-budget.html", "Step budget"),
        ("04-time-share.html", "Time share"), ("05-roofline.html", "Roofline"),
-       ("06-kernel-internals.html", "Kernel internals"), ("07-frontier.html", "Frontier"))
+       ("06-kernel-internals.html", "Kernel internals"), ("07-frontier.html", "Frontier"),
+       ("08-history.html", "History"))
 
 
 @dataclass
@@ -143,12 +145,13 @@ def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]], plotly: s
     )
 
 
-def build_pages(data: CampaignData) -> list[Page]:
-    """Every page of one campaign, in a fixed order."""
+def build_pages(data: CampaignData, history: History | None = None) -> list[Page]:
+    """Every page of one campaign, in a fixed order (`history`: the lake's series for page 08, None without a lake)."""
     groups, mismatches = comparisons([(cd.id, cd.context) for cd in data.cells])
     link_kernels(data)  # before any table is built: every kernel row links to its kernel page
     pages = [summary_page(data, groups, mismatches), serving_page(data), step_budget_page(data),
-             time_share_page(data), roofline_page(data), internals_page(data), frontier_page(data)]
+             time_share_page(data), roofline_page(data), internals_page(data), frontier_page(data),
+             history_page(history, data.campaign.id)]
     contexts = cell_contexts(data)
     pages += [cell_page(data, cd, groups, contexts) for cd in data.cells]
     pages += [compare_page(data, g) for g in groups]
@@ -278,14 +281,17 @@ def _site_root(out_dir: Path, campaign: str) -> Path:
     return site
 
 
-def report_render(campaign_dir: Path, out_dir: Path) -> RenderResult:
+def report_render(campaign_dir: Path, out_dir: Path, history: History | None = None) -> RenderResult:
     """Render one campaign into <out_dir>/<campaign>/ and refresh <out_dir>/index.html, whole or not at all.
+
+    `history` is the campaign's series from the lake (the CLI reads them: the site never imports the lake); without
+    it page 08 says how to get them.
 
     Everything is rendered in memory, written into a staging folder, then swapped in (site/staging.py): a failure
     at any point leaves the site as it was.
     """
     data = gather(Path(campaign_dir))
-    files, static = _files(data, build_pages(data))  # everything rendered before anything is written
+    files, static = _files(data, build_pages(data, history))  # everything rendered before anything is written
     site = _site_root(out_dir, data.campaign.id)
     folder = site / data.campaign.id
     made = not site.exists()

@@ -38,7 +38,7 @@ def _cell(campaign_dir: Path, cell_id: str) -> tuple[Campaign, Cell]:
 
 
 def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parsed, kind: str,
-           replace: bool) -> TimeshareResult:
+           replace: bool, trial: int | None = None) -> TimeshareResult:
     campaign, cell = target
     out = cell.cell_dir(campaign) / store.FILES[kind]
     sid, anchored = source_id(path, campaign.dir)
@@ -48,7 +48,7 @@ def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parse
         rows, rank = store.time_rows(parsed, sid, path), "total_ns"
     else:
         rows, rank = store.sample_rows(parsed, sid), "samples"
-    source = store.source_record(parsed, sid, sha256(data), len(rows))
+    source = store.source_record(parsed, sid, sha256(data), len(rows), check_trial(trial))
     header: dict[str, Any] = {"campaign": campaign.id, "cell_id": cell.id}
     with locked(out):  # concurrent importers into one cell take turns; each merges what the other wrote
         existing = store.read_existing(out)
@@ -88,7 +88,16 @@ def _mostly_unmatched(path: Path, rows: list[dict[str, Any]], cell_dir: Path, ce
             f"kernels too (ncu --kernel-name regex:...).")
 
 
-def import_nsys(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
+def check_trial(trial: int | None) -> int | None:
+    """A trial number is an integer >= 1 (trial 1 is the first repetition); None: the file is no numbered trial."""
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 1):
+        raise InputError(f"--trial {trial!r}: expected an integer >= 1 (the repetition this file measured, 1 for the "
+                         f"first), e.g. --trial 3")
+    return trial
+
+
+def import_nsys(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False,
+                trial: int | None = None) -> TimeshareResult:
     """Import an nsys kernel summary CSV or SQLite export into the cell's kernel_times.json."""
     target = _cell(campaign_dir, cell_id)
     if path.suffix in (".nsys-rep", ".qdrep"):
@@ -102,18 +111,19 @@ def import_nsys(campaign_dir: Path, cell_id: str, path: Path, replace: bool = Fa
         parsed = read_nsys_sqlite(path)
     else:
         parsed = read_nsys_csv(path, decode_text(path, data, NSYS_EXPECTED))
-    return _store(target, path, data, parsed, "kernel_times", replace)
+    return _store(target, path, data, parsed, "kernel_times", replace, trial)
 
 
-def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False) -> TimeshareResult:
+def import_torch_trace(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False,
+                       trial: int | None = None) -> TimeshareResult:
     """Import the kernel events of a PyTorch profiler Chrome trace into the cell's kernel_times.json."""
     target = _cell(campaign_dir, cell_id)
     data = read_input(path, TORCH_EXPECTED)
-    return _store(target, path, data, read_torch_trace(path, data), "kernel_times", replace)
+    return _store(target, path, data, read_torch_trace(path, data), "kernel_times", replace, trial)
 
 
 def import_samples(campaign_dir: Path, cell_id: str, path: Path, replace: bool = False,
-                   sample_type: str | None = None) -> TimeshareResult:
+                   sample_type: str | None = None, trial: int | None = None) -> TimeshareResult:
     """Import a continuous profiler's samples (pprof, folded stacks, per-kernel CSV/JSON) into kernel_samples.json.
 
     Stack samples go to their CUDA-kernel frame, found by the kernel names the cell already holds (stacks.py);
@@ -122,4 +132,4 @@ def import_samples(campaign_dir: Path, cell_id: str, path: Path, replace: bool =
     campaign, cell = target = _cell(campaign_dir, cell_id)
     data = read_input(path, SAMPLES_EXPECTED)
     parsed = read_samples(path, data, cell.cell_dir(campaign), sample_type)
-    return _store(target, path, data, parsed, "kernel_samples", replace)
+    return _store(target, path, data, parsed, "kernel_samples", replace, trial)

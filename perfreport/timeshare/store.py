@@ -21,11 +21,13 @@ def load_schema(kind: str) -> dict[str, Any]:
     return validate.load_schema(kind)
 
 
-def source_record(parsed: Parsed, source: str, digest: str, n_kernels: int) -> dict[str, Any]:
-    """The sources[] entry of one imported file; `source` is its id (ncu.cells.source_id): re-importing replaces."""
+def source_record(parsed: Parsed, source: str, digest: str, n_kernels: int,
+                  trial: int | None = None) -> dict[str, Any]:
+    """The sources[] entry of one imported file; `source` is its id (ncu.cells.source_id): re-importing replaces.
+    `trial`: which repetition of the cell's measurement the file is (written only when numbered)."""
     return {"id": source, "file": source, "format": parsed.format, "sha256": digest,
             "tool_version": parsed.tool_version, "report": parsed.report, "kernels": n_kernels,
-            "warnings": list(parsed.warnings)}
+            "warnings": list(parsed.warnings), **({"trial": trial} if trial is not None else {})}
 
 
 def time_rows(parsed: Parsed, source: str, where: Path) -> list[dict[str, Any]]:

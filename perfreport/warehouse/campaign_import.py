@@ -15,18 +15,19 @@ from perfreport.timeshare.step_budget import import_cell_steps
 
 
 def import_campaign(campaign_dir: Path, strict: bool = False, progress: Progress | None = None) -> list[Any]:
-    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace), `samples:` and `steps:` (page 3's
-    step budget), as `make demo` does."""
+    """Import every cell's `captures:` (ncu), `timelines:` (nsys / torch trace), `trials:` (timelines numbered by
+    trial), `samples:` and `steps:` (page 3's step budget), as `make demo` does."""
     campaign: Campaign = load_campaign(campaign_dir, strict=strict)
     results: list[Any] = []
     for cell in campaign.cells:
         # one import per cell: its captures together, so the per-metric files of one NERSC run merge by launch ID
         if captures := cell.capture_paths(campaign):
             results.append(import_ncu(campaign_dir, cell.id, captures, strict=strict, progress=progress))
-        for timeline in cell.timeline_paths(campaign):
+        timelines = [(None, t) for t in cell.timeline_paths(campaign)] + list(cell.trial_paths(campaign))
+        for trial, timeline in timelines:
             is_torch = timeline.name.endswith((".json", ".json.gz"))
             importer = import_torch_trace if is_torch else import_nsys
-            results.append(importer(campaign_dir, cell.id, timeline))
+            results.append(importer(campaign_dir, cell.id, timeline, trial=trial))
         for samples in cell.sample_paths(campaign):
             results.append(import_samples(campaign_dir, cell.id, samples))
         if steps := cell.step_paths(campaign):

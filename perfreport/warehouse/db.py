@@ -58,6 +58,7 @@ NCU_KERNEL_FIELDS: list[tuple[str, str, str]] = [
 ]
 TIMELINE_SOURCE_FIELDS: list[tuple[str, str, str]] = [
     ("id", "source", "VARCHAR"), ("file", "file", "VARCHAR"), ("format", "source_format", "VARCHAR"),
+    ("trial", "trial", "INTEGER"),
 ]
 TIMES_FIELDS: list[tuple[str, str, str]] = [
     ("source", "source", "VARCHAR"), ("name", "name", "VARCHAR"), ("function", "function", "VARCHAR"),
@@ -76,9 +77,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "ncu_sources": [("cell_id", "VARCHAR")] + [(c, t) for _, c, t in NCU_SOURCE_FIELDS],
     "ncu_kernels": [("cell_id", "VARCHAR"), ("section_set", "VARCHAR"), ("flops_total", "DOUBLE")]
     + [(c, t) for _, c, t in NCU_KERNEL_FIELDS] + [("kernel", "VARCHAR")],  # INSERT BY NAME: order free
-    "kernel_times": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")] + [(c, t) for _, c, t in TIMES_FIELDS]
-    + [("kernel", "VARCHAR"), ("label", "VARCHAR")],
-    "kernel_samples": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR")]
+    "kernel_times": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR"), ("trial", "INTEGER")]
+    + [(c, t) for _, c, t in TIMES_FIELDS] + [("kernel", "VARCHAR"), ("label", "VARCHAR")],
+    "kernel_samples": [("cell_id", "VARCHAR"), ("source_format", "VARCHAR"), ("trial", "INTEGER")]
     + [(c, t) for _, c, t in SAMPLES_FIELDS] + [("kernel", "VARCHAR"), ("label", "VARCHAR")],
     "kernel_aliases": [("name", "VARCHAR"), ("file_function", "VARCHAR"), ("function", "VARCHAR")],
     "kernel_keys": [("cell_id", "VARCHAR"), ("function", "VARCHAR"), ("name", "VARCHAR"), ("kernel", "VARCHAR")],
@@ -189,7 +190,8 @@ def _load_timeline(con: duckdb.DuckDBPyConnection, campaign: Campaign, table: st
     if not _read_raw(con, campaign, file_name, TIMELINE_SOURCE_FIELDS, fields):
         return
     con.execute(
-        f"INSERT INTO {table} BY NAME SELECT k.cell_id, s.s.format AS source_format, {_select('k.k', fields)} "
+        f"INSERT INTO {table} BY NAME SELECT k.cell_id, s.s.format AS source_format, s.s.trial AS trial, "
+        f"{_select('k.k', fields)} "
         "FROM (SELECT cell_id, unnest(kernels) AS k FROM _raw) k "
         "LEFT JOIN (SELECT cell_id, unnest(sources) AS s FROM _raw) s "
         "ON s.cell_id = k.cell_id AND s.s.id = k.k.source"

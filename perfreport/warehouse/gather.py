@@ -25,8 +25,9 @@ from perfreport.config.capture_ceilings import FROM_CAPTURE
 from perfreport.config.ceilings import Ceilings
 from perfreport.errors import InputError
 from perfreport.timeshare.step_budget import host_share_pct
-from perfreport.warehouse.db import NCU_FILE, open_loaded
+from perfreport.warehouse.db import NCU_FILE, SAMPLES_FILE, TIMES_FILE, open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
+from perfreport.warehouse.stats import Summary, compare, summarize
 
 THROUGHPUT_TOKENS = ("throughput", "tok_s", "tokens_per_s", "req_s")
 SERVING_GROUPS = (("throughput", THROUGHPUT_TOKENS), ("ttft", ("ttft",)), ("tpot", ("tpot", "itl")),
@@ -55,6 +56,8 @@ class CellData:
     serving: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     kernels_json: str = ""  # the cell's ncu_kernels.json as written by import_ncu ("" when it has none)
+    # Each repeated number of the cell (its timeline trials' kernel time, its bundles' per-trial results) summarised.
+    trials: dict[str, Summary] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -69,8 +72,9 @@ class CampaignData:
     campaign: Campaign
     ceilings: Ceilings
     cells: list[CellData]
-    join: list[dict[str, Any]]  # kernel_join rows + family, ncu_ms, ncu_share_pct
+    join: list[dict[str, Any]]  # kernel_join rows + family, ncu_ms, ncu_share_pct, and the trial columns
     unmatched: list[dict[str, Any]]
+    kernel_trials: list[dict[str, Any]] = field(default_factory=list)  # the kernel_trials view, by cell, kernel, trial
 
     @cached_property
     def roofline(self) -> RooflineModel:
@@ -96,6 +100,11 @@ class CampaignData:
         for p in self.roofline.points:
             out.setdefault(p.cell_id, []).append(p)
         return out
+
+    def trial_samples(self, cell_id: str) -> dict[str, list[float]]:
+        """A cell's repeated numbers, one value per trial (samples_of), for comparisons of two cells."""
+        cd = next(c for c in self.cells if c.id == cell_id)
+        return samples_of(cd.serving, [t for t in self.kernel_trials if t["cell_id"] == cell_id])
 
     def timed(self, cell_id: str) -> bool:
         """Return True when the cell has an imported time share or sample share."""
@@ -125,10 +134,16 @@ def _bundle_jsons(campaign: Campaign, cell: Cell) -> list[Path]:
 
 
 def trial_count(campaign: Campaign, cell: Cell) -> int | None:
-    """How many trials the cell's bundles hold: the distinct `trial` numbers of their `results`; None when no result
-    carries one (the data cannot say, and grounding.trials stands as typed)."""
+    """How many trials the cell holds: the distinct `trial` numbers of its bundles' `results` and of its imported
+    timeline and sample files (--trial N, trials:); None when nothing carries one (the data cannot say, and
+    grounding.trials stands as typed)."""
     docs = [d for d in map(_read_json, _bundle_jsons(campaign, cell)) if isinstance(d, Mapping)]
     trials = {r.get("trial") for d in docs for r in d.get("results") or [] if isinstance(r, Mapping)}
+    for name in (TIMES_FILE, SAMPLES_FILE):
+        path = cell.cell_dir(campaign) / name
+        doc = _read_json(path) if path.is_file() else None
+        if isinstance(doc, Mapping):
+            trials |= {s.get("trial") for s in doc.get("sources") or [] if isinstance(s, Mapping)}
     trials.discard(None)
     return len(trials) or None
 
@@ -206,13 +221,105 @@ def _warehouse(campaign: Campaign, ceilings: Ceilings) -> dict[str, list[dict[st
         for r in join:
             whole = totals[r["cell_id"]]
             r["ncu_share_pct"] = 100.0 * r["ncu_ms"] / whole if r["ncu_ms"] is not None and whole > 0 else None
+        trials = _dicts(con, "SELECT * FROM kernel_trials ORDER BY cell_id, kernel, trial")
+        add_trial_columns(join, trials)
         return {
-            "kernels": kernels, "join": join,
+            "kernels": kernels, "join": join, "trials": trials,
+            "cell_trials": _dicts(con, "SELECT * FROM cell_trials ORDER BY cell_id, trial"),
             "sources": _dicts(con, "SELECT * FROM ncu_sources ORDER BY cell_id, source"),
             "unmatched": _dicts(con, "SELECT * FROM unmatched_kernels ORDER BY cell_id, label, missing_from"),
         }
     finally:
         con.close()
+
+
+# A kernel's repeated numbers over its cell's trials (kernel_trials column, join-row prefix, unit scale): each gives
+# the join row <prefix>_n, _mean, _ci_low, _ci_high (numbers, for the downloads) and <prefix>_trials (the text shown).
+TRIAL_COLUMNS = (("ns_per_launch", "launch_us", 1e-3), ("share_pct", "share", 1.0))
+
+
+def add_trial_columns(join: list[dict[str, Any]], trials: list[dict[str, Any]]) -> None:
+    """Summarise each kernel's trials onto its join rows; a key split into parts gets none (trials time the whole
+    key, not a part), nor does a kernel without trials (nulls, never a summary of nothing)."""
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in trials:
+        samples.setdefault((t["cell_id"], t["kernel"]), []).append(t)
+    for r in join:
+        rows = samples.get((r["cell_id"], r["kernel"])) if r.get("part") is None else None
+        for column, prefix, scale in TRIAL_COLUMNS:
+            s = summarize([t[column] * scale for t in rows if t[column] is not None]) if rows else None
+            r[f"{prefix}_n"] = s.n if s else None
+            r[f"{prefix}_mean"], r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"] = (
+                (s.mean, s.ci_low, s.ci_high) if s else (None, None, None))
+            r[f"{prefix}_trials"] = s.text() if s else None
+
+
+def cell_trial_stats(cell_trials: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[str, Summary]:
+    """A cell's repeated numbers: the kernel time of each timeline trial (ms) and each end-to-end result metric of
+    its bundles (page 2's numbers, one per trial result)."""
+    out: dict[str, Summary] = {}
+    if s := summarize([t["kernel_ns"] / 1e6 for t in cell_trials]):
+        out[KERNEL_TIME] = s
+    for name, values in sorted(serving_samples(serving).items()):
+        if len(values) > 1 and (s := summarize(values)):
+            out[name] = s
+    return out
+
+
+KERNEL_TIME = "kernel time per trial (ms)"
+
+
+def serving_samples(serving: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each end-to-end metric of a cell's serving rows with one value per row (a trial's result)."""
+    out: dict[str, list[float]] = {}
+    for r in serving:
+        for k, v in r.items():
+            if k not in SERVING_KEYS and isinstance(v, int | float):
+                out.setdefault(k, []).append(float(v))
+    return out
+
+
+def samples_of(serving: list[dict[str, Any]], kernel_trials: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """A cell's repeated numbers, one value per trial: its end-to-end results, its trials' kernel time (ms) and each
+    kernel's time per launch (`<label> time per launch (µs)`), from its serving rows and kernel_trials rows."""
+    out = serving_samples(serving)
+    per_trial: dict[int, float] = {}
+    for t in kernel_trials:
+        per_trial[t["trial"]] = per_trial.get(t["trial"], 0.0) + t["total_ns"] / 1e6
+        if t["ns_per_launch"] is not None:
+            out.setdefault(f"{t['label']} time per launch (µs)", []).append(t["ns_per_launch"] / 1e3)
+    if per_trial:
+        out[KERNEL_TIME] = [per_trial[k] for k in sorted(per_trial)]
+    return out
+
+
+def campaign_trial_samples(campaign: Campaign) -> dict[str, dict[str, list[float]]]:
+    """samples_of for every cell with trials, for the lake (publish) and the K/R/H/P/A verdict; the warehouse is
+    opened only when some cell holds timeline trials."""
+    trials = {c.id: trial_count(campaign, c) for c in campaign.cells}
+    if not any(trials.values()):
+        return {}
+    rows: list[dict[str, Any]] = []
+    if any(c.trials or (c.cell_dir(campaign) / TIMES_FILE).is_file() for c in campaign.cells):
+        con = open_loaded(campaign, campaign_ceilings(campaign))
+        try:
+            rows = _dicts(con, "SELECT * FROM kernel_trials ORDER BY cell_id, kernel, trial")
+        finally:
+            con.close()
+    out = {}
+    for cell in sorted(campaign.cells, key=lambda c: c.id):
+        if trials[cell.id]:
+            serving, _ = _bundle_rows(cell.id, _bundle_jsons(campaign, cell))
+            if samples := samples_of(serving, [t for t in rows if t["cell_id"] == cell.id]):
+                out[cell.id] = samples
+    return out
+
+
+def compare_samples(before: Mapping[str, list[float]], after: Mapping[str, list[float]]) -> list[tuple[str, Any]]:
+    """Each metric the two sides both measured, compared (stats.compare: ratio of medians after / before, its CI,
+    Mann-Whitney U, the verdict), lower is better unless higher_is_better says otherwise; sorted by metric."""
+    return [(m, compare(before[m], after[m], lower_is_better=not higher_is_better(m)))
+            for m in sorted(set(before) & set(after))]
 
 
 def _by_cell(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -243,12 +350,13 @@ def gather(campaign_dir: Path) -> CampaignData:
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
     wh = _warehouse(campaign, ceilings)
     kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])
+    cell_trials = _by_cell(wh["cell_trials"])
     cells = []
     for cell in sorted(campaign.cells, key=lambda c: c.id):
         paths = _bundle_jsons(campaign, cell)
         serving, steps = _bundle_rows(cell.id, paths)
         cells.append(CellData(cell, cell.effective_context(campaign), kernels.get(cell.id, []),
                               sources.get(cell.id, []), [str(p.parent.name) for p in paths], serving, steps,
-                              _kernels_json(campaign, cell)))
-    return CampaignData(campaign, ceilings, cells, wh["join"], wh["unmatched"])
+                              _kernels_json(campaign, cell), cell_trial_stats(cell_trials.get(cell.id, []), serving)))
+    return CampaignData(campaign, ceilings, cells, wh["join"], wh["unmatched"], wh["trials"])
 

@@ -38,11 +38,16 @@ class Summary:
     ci_low: float | None
     ci_high: float | None
 
-    def text(self, fmt: str = ".4g") -> str:
-        """`mean ± half-CI (n=N)`: how pages 1, 4 and the kernel pages print a repeated number."""
+    def text(self) -> str:
+        """`mean [CI low, CI high] (n=N)`: how pages 1, 4 and the kernel pages print a repeated number."""
         if self.ci_low is None or self.ci_high is None:
-            return f"{self.mean:{fmt}} (n={self.n}, no CI)"
-        return f"{self.mean:{fmt}} [{self.ci_low:{fmt}}, {self.ci_high:{fmt}}] (n={self.n})"
+            return f"{number_text(self.mean)} (n={self.n}, no CI)"
+        return f"{number_text(self.mean)} [{number_text(self.ci_low)}, {number_text(self.ci_high)}] (n={self.n})"
+
+
+def number_text(v: float) -> str:
+    """4 significant digits, without an exponent for the sizes a throughput or a time in ns reaches."""
+    return f"{v:,.0f}" if 1e4 <= abs(v) < 1e15 else f"{v:.4g}"
 
 
 @dataclass(frozen=True)

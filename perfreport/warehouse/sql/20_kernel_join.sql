@@ -10,8 +10,9 @@
 -- 'ncu time', an estimate. Samples count a key as a whole: always split by ncu time. op, shapes: the launching op
 -- and its input shapes of the time row(s) a row stands for ('; '-joined by time where several).
 -- A cell uses ONE timeline source so its time shares add up to 100%: nsys before torch before other tools, then a
--- source with op/shape rows before one without, then by source id (time_source says which tool, time_source_id
--- which file); samples likewise by source id.
+-- source with op/shape rows before one without, then an unnumbered file before the trials (--trial N) and trial 1
+-- first, then by source id (time_source says which tool, time_source_id which file); samples likewise by trial and
+-- source id. Every trial's numbers are in kernel_trials (25_kernel_trials.sql).
 -- executed_per_useful: the FLOPs ncu counted per launch over the FLOPs the op needed (useful_flops, from a trace
 -- recorded with shapes): 1 for a GEMM that pads nothing, ~16 for decode attention computing 16-row tiles for one
 -- query row; NULL without shapes (unknown, never 1).
@@ -27,12 +28,13 @@ CREATE OR REPLACE VIEW kernel_join AS
 WITH
 time_pick AS (
     SELECT cell_id, source, timeline_tool(source_format, source) AS tool
-    FROM (SELECT cell_id, source, any_value(source_format) AS source_format, bool_or(op IS NOT NULL) AS has_ops
+    FROM (SELECT cell_id, source, any_value(source_format) AS source_format, bool_or(op IS NOT NULL) AS has_ops,
+                 any_value(trial) AS trial
           FROM kernel_times GROUP BY cell_id, source)
     QUALIFY row_number() OVER (
         PARTITION BY cell_id
         ORDER BY CASE timeline_tool(source_format, source) WHEN 'nsys' THEN 1 WHEN 'torch' THEN 2 ELSE 3 END,
-                 has_ops DESC, source
+                 has_ops DESC, trial NULLS FIRST, source
     ) = 1
 ),
 time_rows AS (  -- the chosen source's rows: one per kernel name, or per name, op and shapes (time_row 1.. by time)
@@ -65,7 +67,8 @@ useful AS (  -- from every timeline source of the cell that recorded shapes, not
     GROUP BY cell_id, kernel
 ),
 sample_pick AS (
-    SELECT cell_id, min(source) AS source FROM kernel_samples GROUP BY cell_id
+    SELECT cell_id, source FROM kernel_samples
+    QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY trial NULLS FIRST, source) = 1
 ),
 samples AS (
     SELECT s.cell_id, s.kernel, any_value(s.function) AS function, min(s.label) AS label,
