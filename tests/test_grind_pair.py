@@ -91,5 +91,6 @@ def test_grounding_trials_is_the_number_the_data_holds(pair: Path, tmp_path: Pat
     config = camp / "config.yaml"
     config.write_text(config.read_text().replace("trials: 9", "trials: 3"))
     problems = [p for c in check_campaign(load_campaign(camp)) for p in c.context_problems]
-    assert problems == [f"cells[{cell}].context.grounding.trials: 3 typed, but the cell's bundles hold 9 trial(s) "
-                        f"(distinct `trial` numbers of their results); write 9" for cell in (EAGER, COMPILED)]
+    assert problems == [f"cells[{cell}].context.grounding.trials: 3 typed, but the cell holds 9 trial(s) (distinct "
+                        f"`trial` numbers of its bundle results and of its timelines imported with --trial or "
+                        f"trials:); write 9" for cell in (EAGER, COMPILED)]

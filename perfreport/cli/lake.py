@@ -99,6 +99,32 @@ def lake_regressions_cmd(lake: str | None, metric: str, kernel: str | None, sinc
     print_regressions(lake_regressions(lake, metric, kernel=kernel, since=since), fmt)
 
 
+@lake_group.command(name="predictions")
+@click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
+              help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
+@click.option("--campaign", default=None,
+              help="Only this campaign's predictions. Example: --campaign h100-decode-compile")
+@format_option(csv="one row per prediction with its outcome (the per-kind summary goes to stderr)",
+               json="every prediction with its outcome, and the error per kind and chip")
+def lake_predictions_cmd(lake: str | None, campaign: str | None, fmt: str) -> None:
+    """The prediction ledger: each publish's next-lever predictions (Amdahl bound, ncu rule estimate, a lever's
+    expected unlock) against what a later measurement of the same work on the same chip, on another stack,
+    realized (kernel, GPU and end to end), with the error per kind and chip across the lake.
+
+    \b
+    Example:
+      perftunereport publish_to_lake --campaign campaigns/h100-decode-compile --lake lake \\
+          --cell-id decode-b16-kv2048-eager
+      perftunereport publish_to_lake --campaign campaigns/h100-decode-compile --lake lake \\
+          --cell-id decode-b16-kv2048-compiled
+      perftunereport lake predictions --lake lake
+    """
+    from perfreport.cli.printing import print_predictions
+    from perfreport.lake.predictions import lake_predictions
+
+    print_predictions(lake_predictions(lake, campaign=campaign), fmt)
+
+
 @lake_group.command(name="relocate")
 @click.option("--lake", required=True, help="The lake folder at its NEW place. Example: --lake /data/lakes/h200")
 @click.option("--from", "old", default=None,

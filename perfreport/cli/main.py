@@ -276,10 +276,13 @@ def report_render_cmd(campaign_dir: Path, out_dir: Path, lake: str | None, histo
 
     history = None
     if lake is not None:
+        from perfreport.config.campaign import load_campaign
+        from perfreport.lake.predictions import as_dicts, lake_predictions
         from perfreport.lake.regressions import campaign_series
 
         metric = history_metric or "duration_ns"
-        history = History(lake, metric, campaign_series(lake, campaign_dir, metric))
+        ledger = as_dicts(lake_predictions(lake, campaign=load_campaign(campaign_dir).id, missing_ok=True))
+        history = History(lake, metric, campaign_series(lake, campaign_dir, metric), ledger["predictions"])
     elif history_metric is not None:
         raise click.UsageError("--history-metric chooses what page 08 draws from a lake: give --lake LAKE too. "
                                "Example: --lake lake --history-metric sol_pct")
@@ -380,20 +383,58 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
               help="Rewrite only the `## Frontier` section of this HANDOFF.md (created when absent). "
                    "Example: --handoff experiments/artifacts/inference-perf-bench/h200-decode/HANDOFF.md")
 @click.option("--strict", is_flag=True, help="Unknown keys in config.yaml or levers.yaml become errors.")
-def value_view_cmd(campaign_dir: Path, fmt: str, handoff: Path | None, strict: bool) -> None:
+@click.option("--lake", default=None,
+              help="Read the lake's prediction ledger: each open lever whose expected unlock a later measurement "
+                   "settled is shown won or refuted with its evidence (lake predictions). Example: --lake lake")
+@click.option("--settle", is_flag=True, help="With --lake: write those outcomes into levers.yaml (status, evidence, "
+                                             "why_lost), keeping the rest of the file.")
+def value_view_cmd(campaign_dir: Path, fmt: str, handoff: Path | None, strict: bool, lake: str | None,
+                   settle: bool) -> None:
     """Rank the campaign's kernels by measured time saved and its levers.yaml estimates; name the next lever.
 
     \b
     Example:
       perftunereport value_view --campaign campaigns/h200-decoder-layer --handoff HANDOFF.md
+      perftunereport value_view --campaign campaigns/h100-decode-compile --lake lake --settle
     """
     from perfreport.cli.printing import print_value_view
     from perfreport.frontier.value_view import update_handoff, value_view
+
+    if settle and lake is None:
+        raise click.UsageError("--settle writes what the lake's prediction ledger settled: give --lake LAKE too. "
+                               "Example: --lake lake --settle")
+    if lake is not None:
+        settle_from_lake(campaign_dir, lake, settle)
 
     view = value_view(campaign_dir, strict=strict)
     if handoff is not None:
         click.echo(f"updated the Frontier section of {update_handoff(handoff, view)}", err=True)
     print_value_view(view, fmt)
+
+
+def settle_from_lake(campaign_dir: Path, lake: str, write: bool) -> None:
+    """Each open lever the ledger settled: one line (stderr), and with write its status, evidence and why_lost."""
+    from perfreport.config.campaign import load_campaign
+    from perfreport.frontier.levers import load_levers, settle_lever
+    from perfreport.lake.predictions import as_dicts, lake_predictions
+
+    campaign = load_campaign(campaign_dir)
+    levers = load_levers(campaign)
+    open_ids = {lv.id for lv in levers.levers if lv.status == "open"} if levers else set()
+    rows = [r for r in as_dicts(lake_predictions(lake, campaign=campaign.id))["predictions"]
+            if r["kind"] == "expected unlock" and r["lever"] in open_ids and r["outcome"]]
+    for r in rows:
+        status = r["outcome"].split(":", 1)[0]
+        evidence = [f"lake {lake}: publication {r['settled_by']} (perftunereport lake predictions)"]
+        why = (f"{r['outcome']}; predicted {r['predicted_pct']:.2f}% of the cell's time, realized end to end "
+               f"{r['realized_e2e_pct']:.2f}%" if r["realized_e2e_pct"] is not None else r["outcome"])
+        line = f"lever {r['lever']}: {status} ({r['outcome']})"
+        if write and status in ("won", "refuted"):
+            path = settle_lever(campaign, r["lever"], status, evidence, why if status == "refuted" else None)
+            line += f"; wrote it into {path}"
+        click.echo(terminal_text(line), err=True)
+    if not rows:
+        click.echo(f"no open lever of {campaign.id} settled in lake {lake} yet", err=True)
 
 
 @cli.command(name="publish_to_lake")

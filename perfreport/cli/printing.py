@@ -295,6 +295,7 @@ def _value_view_tables(view: ValueView) -> None:
 if TYPE_CHECKING:
     from perfreport.lake.compare import CompareResult
     from perfreport.lake.history import Commit
+    from perfreport.lake.predictions import PredictionsResult
 
 HISTORY_COLUMNS = ("table", "snapshot_id", "parent_id", "timestamp_utc", "operation", "counts", "folded")
 
@@ -399,3 +400,25 @@ def print_regressions(result: RegressionsResult, fmt: str = "table") -> None:
     emit(fmt, table, lambda: (list(COLUMNS), rows),
          lambda: {"metric": result.metric, "series": result.series,
                   "rows": [dict(zip(COLUMNS, r, strict=True)) for r in rows]})
+
+
+def print_predictions(result: PredictionsResult, fmt: str = "table") -> None:
+    """Print `lake predictions`: every prediction with its outcome (COLUMNS), then the error per kind and chip."""
+    from perfreport.lake.predictions import COLUMNS, SUMMARY_COLUMNS, as_dicts
+    from perfreport.warehouse.db import QueryResult
+
+    shown = ("cell_id", "kind", "lever", "kernel", "predicted_pct", "realized_kernel_pct", "realized_gpu_pct",
+             "realized_e2e_pct", "error_e2e_pp", "outcome")  # the terminal's columns; csv and json carry all
+    at = [COLUMNS.index(c) for c in shown]
+
+    def table() -> None:
+        rows = [tuple(r[i] for i in at) for r in result.rows]
+        _query_table(QueryResult(list(shown), rows), title="predictions: predicted vs realized gain (% of the cell's "
+                                                           "time; errors in points)")
+        _query_table(QueryResult(list(SUMMARY_COLUMNS), result.summary), title="error per prediction kind and chip")
+
+    if fmt == "csv":
+        for r in result.summary:
+            click.echo(terminal_text("summary: " + ", ".join(f"{k}={v}" for k, v in zip(SUMMARY_COLUMNS, r,
+                                                                                         strict=True))), err=True)
+    emit(fmt, table, lambda: (list(COLUMNS), result.rows), lambda: as_dicts(result))

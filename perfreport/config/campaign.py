@@ -143,7 +143,9 @@ class Campaign:
 
 def trial_number(path: str) -> int | None:
     """The trial a trials: file measured: the last run of digits in its name without extensions; None without one."""
-    stem = Path(path).name.split(".")[0]
+    stem = Path(path).name
+    while Path(stem).suffix[1:].isalpha():  # drop extensions (.json.gz, .csv, .sqlite); h100.trace_t3 keeps its dot
+        stem = Path(stem).stem
     match = TRIAL_NUMBER.search(stem)
     return int(match.group(1)) if match and int(match.group(1)) >= 1 else None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from perfreport.config.campaign import Campaign
 from perfreport.config.context import context_value_problem
-from perfreport.warehouse.gather import KERNEL_TIME, campaign_trial_samples, higher_is_better
+from perfreport.warehouse.gather import campaign_trial_samples, e2e_metric, higher_is_better
 from perfreport.warehouse.stats import FASTER, MIN_TRIALS, SLOWER, Comparison, compare
 
 LEVELS = (1, 2, 3, 4)
@@ -260,10 +260,7 @@ def krhpa_trials(campaign: Campaign) -> Comparison | None:
         return None
     samples = campaign_trial_samples(campaign)
     base, cand = samples.get(str(cells.get("baseline")), {}), samples.get(str(cells.get("candidate")), {})
-    shared = sorted(set(base) & set(cand))
-    latency = [m for m in shared if any(t in m.lower() for t in ("latency", "tpot", "ttft", "itl", "_ms"))
-               and "time per launch" not in m]
-    metric = cells.get("metric") or next(iter(latency), KERNEL_TIME if KERNEL_TIME in shared else None)
+    metric = cells.get("metric") or e2e_metric(set(base) & set(cand))
     if metric not in base or metric not in cand:
         return None
     return compare(base[metric], cand[metric], lower_is_better=not higher_is_better(str(metric)))

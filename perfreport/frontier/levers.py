@@ -273,3 +273,52 @@ def rank_frontier(specs: Iterable[LeverSpec], join: Sequence[Mapping[str, Any]])
     valued = [value_lever(s, join) for s in specs]
     valued.sort(key=lambda v: (STATUS_ORDER.index(v.spec.status), v.score is None, -(v.score or 0.0), v.spec.id))
     return valued
+
+
+SETTLED = ("won", "refuted")
+
+
+def settle_lever(campaign: Campaign, lever_id: str, status: str, evidence: Sequence[str],
+                 why_lost: str | None = None) -> Path:
+    """Close an open lever of levers.yaml in place: its `status: open` line becomes `status: <won|refuted>` with its
+    evidence (and why_lost for a refuted one) under it; the rest of the file, comments included, is kept. The new
+    file is validated as a whole before it replaces the old one (nothing half-written)."""
+    from perfreport.files import write_text_atomic
+
+    path = campaign.dir / LEVERS_NAME
+    if status not in SETTLED:
+        raise InputError(f"{path}: lever {lever_id!r}: cannot settle as {status!r}; expected one of {SETTLED}")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() in (f"- id: {lever_id}", f"- id: '{lever_id}'",
+                                                                         f'- id: "{lever_id}"')), None)
+    if start is None:
+        raise InputError(f"{path}: no lever with `- id: {lever_id}`; settle a lever of this file by its id")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("- id:")), len(lines))
+    block = range(start, end)
+    found = [i for i in block if lines[i].strip() == "status: open"]
+    status_now = next((lines[i].split(":", 1)[1].strip() for i in block if lines[i].strip().startswith("status:")),
+                      None)
+    taken = [k for k in ("evidence", "why_lost") if any(lines[i].strip().startswith(f"{k}:") for i in block)]
+    if len(found) != 1 or taken:
+        why = (f"its status is {status_now}, not open" if status_now and status_now != "open" else
+               f"it already has {' and '.join(taken)}" if taken else "its `status: open` line was not found")
+        raise InputError(f"{path}: lever {lever_id!r} cannot be settled in place: {why}. Edit its status, evidence "
+                         f"and why_lost by hand (docs/frontier.md).")
+    at = found[0]
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    new = [f"{indent}status: {status}\n", f"{indent}evidence: {_flow(evidence)}\n"]
+    if status == "refuted":
+        new.append(f"{indent}why_lost: {_flow(why_lost or 'refuted by the measured outcome')}\n")
+    text = "".join(lines[:at] + new + lines[at + 1:])
+    problems, _ = validate_levers(yaml.safe_load(text), [c.id for c in campaign.cells])
+    if problems:
+        raise InputError(f"{path}: settling {lever_id!r} would leave the file invalid: {'; '.join(problems)}")
+    write_text_atomic(path, text)
+    return path
+
+
+def _flow(value: str | Sequence[str]) -> str:
+    """A YAML flow scalar or list of double-quoted strings (json quoting is valid YAML)."""
+    import json
+
+    return json.dumps(value if isinstance(value, str) else list(value), ensure_ascii=False)

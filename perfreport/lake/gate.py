@@ -178,8 +178,9 @@ def check_cell(campaign: Campaign, cell: Cell) -> CellCheck:
     counted, typed = trial_count(campaign, cell), (ctx.get("grounding") or {}).get("trials")
     if counted is not None and typed != counted:  # grounding.trials is a number the data holds, not a claim
         check.context_problems.append(
-            f"{prefix}.context.grounding.trials: {typed!r} typed, but the cell's bundles hold {counted} trial(s) "
-            f"(distinct `trial` numbers of their results); write {counted}")
+            f"{prefix}.context.grounding.trials: {typed!r} typed, but the cell holds {counted} trial(s) (distinct "
+            f"`trial` numbers of its bundle results and of its timelines imported with --trial or trials:); write "
+            f"{counted}")
     check.ncu = read_cell(cell.cell_dir(campaign) / FILE_NAME)
     if check.ncu is None:
         check.context_problems.append(

@@ -26,8 +26,8 @@ WAREHOUSE_TABLES = "/warehouse/perfreport/"
 LAKE_ENV = "PERFREPORT_LAKE"
 DEFAULT_LAKE = Path("lake")
 NAMED = "catalog:"
-TABLES = ("kernels", "captures", "cells", "trials", "kernel_history", "publications")  # commit order; the ledger last
-APPEND_ONLY = ("kernel_history", "publications")  # appended by every publish; the others replace a cell's rows
+TABLES = ("kernels", "captures", "cells", "trials", "kernel_history", "predictions", "publications")  # the ledger last
+APPEND_ONLY = ("kernel_history", "predictions", "publications")  # appended by each publish; others replace a cell
 SNAPSHOT_RETENTION = timedelta(days=7)
 TABLE_PROPERTIES = {
     "format-version": "2",

@@ -81,11 +81,24 @@ PUBLICATIONS = pa.schema([
 # kernel's time per launch), one row per metric with its values in trial order: what `lake compare` tests.
 TRIALS = pa.schema(KEYS + [pa.field("metric", pa.string(), nullable=False), ("n", pa.int64()),
                            ("values", pa.list_(pa.float64())), ("publication_id", pa.string())])
+# The prediction ledger (lake/predictions.py), appended by every publish: each "next lever" prediction of a cell,
+# matched later by match_key (the descriptor without the software a lever changes) on another stack.
+SOFTWARE = ("stack", "grounding")
+MATCH_FIELDS = tuple(n for section, names in CONTEXT_FIELDS.items() if section not in SOFTWARE for n in names)
+STACK_FIELDS = tuple(CONTEXT_FIELDS["stack"])
+PREDICTIONS = pa.schema([
+    pa.field("publication_id", pa.string()), pa.field("campaign", pa.string(), nullable=False),
+    pa.field("cell_id", pa.string(), nullable=False), ("hardware", pa.string()),
+    pa.field("kind", pa.string(), nullable=False), ("lever", pa.string()), ("is_next", pa.bool_()),
+    ("kernel", pa.string()), ("kernels", pa.list_(pa.string())), ("predicted_pct", pa.float64()),
+    ("basis", pa.string()), ("match_key", pa.string()), ("stack", pa.string()), ("e2e_metric", pa.string()),
+    ("e2e_before", pa.float64()), ("published_at", pa.timestamp("us", tz="UTC")),
+])
 # Every publication's kernel rows, appended and never replaced (kernels holds each cell's latest): the series that
 # `lake regressions` reads in one scan, stamped with the publication's time.
 KERNEL_HISTORY = pa.schema([*KERNELS, pa.field("published_at", pa.timestamp("us", tz="UTC"))])
 SCHEMAS = {"kernels": KERNELS, "cells": CELLS, "captures": CAPTURES, "trials": TRIALS,
-           "kernel_history": KERNEL_HISTORY, "publications": PUBLICATIONS}
+           "kernel_history": KERNEL_HISTORY, "predictions": PREDICTIONS, "publications": PUBLICATIONS}
 
 
 @dataclass
@@ -187,7 +200,7 @@ def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
     for cell_id, samples in sorted(campaign_trial_samples(campaign).items()):
         if cell_id in published:
             rows.trials += [{"campaign": campaign.id, "cell_id": cell_id, "metric": m, "n": len(v), "values": v}
-                            for m, v in sorted(samples.items())]
+                            for m, v in sorted(samples.items()) if len(v) > 1]  # repeated numbers only
     rows.kernels.sort(key=lambda r: (r["cell_id"], r["kernel_id"]))
     rows.cells.sort(key=lambda r: r["cell_id"])
     rows.captures.sort(key=lambda r: (r["cell_id"], r["source_id"]))

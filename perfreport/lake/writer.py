@@ -20,6 +20,7 @@ from perfreport.lake.commit import Publish, commit_publish
 from perfreport.lake.damage import explained
 from perfreport.lake.gate import CellCheck, GateError, check_campaign
 from perfreport.lake.iceberg import TABLES, Lake, load_tables, open_catalog, resolve_lake
+from perfreport.lake.predictions import prediction_rows, stamp
 from perfreport.lake.rows import Rows, build_rows, publication_row, to_arrow
 
 
@@ -62,12 +63,14 @@ def publish_to_lake(campaign_dir: Path, lake: str | Path | None = None, strict: 
     if dry_run:
         return result
     now = datetime.now(UTC)
+    published = [c.cell_id for c in checks]
     publisher = who or os.environ.get("USER") or "unknown"
     ledger = publication_row(campaign.id, pub_id, rows, checks, strict, publisher, now)
     pub = Publish(campaign.id, [c.cell_id for c in checks],
                   {"kernels": to_arrow("kernels", rows.kernels), "captures": to_arrow("captures", rows.captures),
                    "cells": to_arrow("cells", rows.cells), "trials": to_arrow("trials", rows.trials),
                    "kernel_history": to_arrow("kernel_history", [{**k, "published_at": now} for k in rows.kernels]),
+                   "predictions": to_arrow("predictions", stamp(prediction_rows(campaign, published), pub_id, now)),
                    "publications": to_arrow("publications", [ledger])},
                   pub_id, publisher, now)
     catalog = open_catalog(where)

@@ -466,3 +466,30 @@ def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, 
         legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"),  # below the axis title
         xaxis=_axis("publication (oldest first)", range=[min(xs, default=1) - 0.6, max(xs, default=1) + 0.6], **ticks),
         yaxis=_axis(axis_title)))
+
+
+def predicted_vs_realized(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Each settled prediction: predicted gain (x) against the realized end-to-end gain and the named kernels' realized
+    gain (y), % of the cell's time, with the y = x line a perfect prediction sits on; one colour per kind."""
+    kinds = sorted({str(r["kind"]) for r in rows})
+    traces: list[dict[str, Any]] = []
+    for i, kind in enumerate(kinds):
+        mine = [r for r in rows if r["kind"] == kind]
+        for key, name, symbol in (("realized_e2e_pct", "end to end", "circle"),
+                                  ("realized_kernel_pct", "its kernels", "circle-open")):
+            shown = [r for r in mine if r[key] is not None]
+            if shown:
+                traces.append(dict(
+                    type="scatter", mode="markers", name=f"{kind}: {name}", x=[_r(r["predicted_pct"]) for r in shown],
+                    y=[_r(r[key]) for r in shown], marker=dict(color=PALETTE[i % len(PALETTE)], size=11, symbol=symbol),
+                    customdata=[[_t(r["cell_id"]), _t(r["lever"] or r["kernel"]), _t(r["settled_by"])] for r in shown],
+                    hovertemplate="%{customdata[0]} · %{customdata[1]}<br>predicted %{x:.2f}%, realized %{y:.2f}%"
+                                  "<br>settled by %{customdata[2]}<extra></extra>"))
+    values = [v for r in rows for v in (r["predicted_pct"], r["realized_e2e_pct"], r["realized_kernel_pct"])
+              if v is not None]
+    lo, hi = min([0.0, *values]), max([0.0, *values])
+    traces.append(dict(type="scatter", mode="lines", x=[lo, hi], y=[lo, hi], name="realized = predicted",
+                       line=dict(color="#7f7f7f", width=1, dash="dot"), hoverinfo="skip"))
+    return _figure(traces, dict(title=dict(text="Predicted vs realized gain (% of the cell's time)"), height=420,
+                                legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
+                                xaxis=_axis("predicted gain (%)"), yaxis=_axis("realized gain (%)")))

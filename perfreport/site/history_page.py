@@ -6,7 +6,7 @@ the lake are one layer and never import each other. Without a lake the page says
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from perfreport.kernels.labels import shortened
@@ -37,6 +37,7 @@ class History:
     lake: str
     metric: str
     series: list[dict[str, Any]]
+    predictions: list[dict[str, Any]] = field(default_factory=list)  # lake.predictions.as_dicts rows, this campaign's
 
 
 def _scale(metric: str) -> tuple[float, str, str]:
@@ -97,6 +98,7 @@ def history_page(history: History | None, campaign: str) -> Page:
         changes = [{**c, "x": by_id.get(c["publication_id"])} for c in s["changes"]]
         page.add_chart(Chart(div_id, charts.history(points, changes, _title(s, varying), axis), _note(s)))
     _tables(page, ordered_series, drawn, varying, by_id, value_fmt)
+    _predictions(page, history.predictions if history else [])
     if series:
         found = [c["label"] for s in series for c in s["changes"]]
         page.context["summary"] = (
@@ -156,3 +158,23 @@ def _tables(page: Page, series: list[dict[str, Any]], drawn: dict[int, str], var
         C("published_at", "published at"), C("value", "value", value_fmt)],
         [{**head(i, s), **p, "publication": by_id[p["publication_id"]]} for i, s in enumerate(series)
          for p in s["points"]]))
+
+
+PREDICTION_COLUMNS = [
+    C("cell_id", "cell"), C("kind", "kind"), C("lever", "lever"), C("kernel", "kernel", wrap=True),
+    C("predicted_pct", "predicted", "pct"), C("settled_by", "settled by", wrap=True),
+    C("realized_kernel_pct", "realized: its kernels", "pct"), C("realized_gpu_pct", "realized: GPU", "pct"),
+    C("realized_e2e_pct", "realized: end to end", "pct"), C("e2e_metric", "end-to-end number"),
+    C("error_e2e_pp", "error end to end (points)", "num"), C("outcome", "outcome", wrap=True),
+    C("note", "note", wrap=True)]
+
+
+def _predictions(page: Page, rows: list[dict[str, Any]]) -> None:
+    """The prediction ledger of this campaign (`lake predictions`): a chart of the settled ones, the whole table."""
+    page.context["predictions"] = bool(rows)
+    settled = [r for r in rows if r["settled_by"]]
+    if settled:
+        page.add_chart(Chart("predicted-vs-realized", charts.predicted_vs_realized(settled),
+                             "On the dotted line a prediction came true; below it the lever gave back less."))
+    page.add_table(Table("predictions", "Predictions and what a later measurement realized (lake predictions)",
+                         PREDICTION_COLUMNS, rows))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -239,19 +239,25 @@ TRIAL_COLUMNS = (("ns_per_launch", "launch_us", 1e-3), ("share_pct", "share", 1.
 
 
 def add_trial_columns(join: list[dict[str, Any]], trials: list[dict[str, Any]]) -> None:
-    """Summarise each kernel's trials onto its join rows; a key split into parts gets none (trials time the whole
-    key, not a part), nor does a kernel without trials (nulls, never a summary of nothing)."""
+    """Summarise each kernel's trials onto its join rows; a key split into parts gets the whole key's, said in its
+    text (trials time the key, not a part); a kernel without trials gets nulls, never a summary of nothing."""
     samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t in trials:
         samples.setdefault((t["cell_id"], t["kernel"]), []).append(t)
+    parts: dict[tuple[str, str], int] = {}
     for r in join:
-        rows = samples.get((r["cell_id"], r["kernel"])) if r.get("part") is None else None
+        if r.get("part") is not None:
+            parts[(r["cell_id"], r["kernel"])] = parts.get((r["cell_id"], r["kernel"]), 0) + 1
+    for r in join:
+        rows = samples.get((r["cell_id"], r["kernel"]))
         for column, prefix, scale in TRIAL_COLUMNS:
             s = summarize([t[column] * scale for t in rows if t[column] is not None]) if rows else None
             r[f"{prefix}_n"] = s.n if s else None
             r[f"{prefix}_mean"], r[f"{prefix}_ci_low"], r[f"{prefix}_ci_high"] = (
                 (s.mean, s.ci_low, s.ci_high) if s else (None, None, None))
-            r[f"{prefix}_trials"] = s.text() if s else None
+            split = parts.get((r["cell_id"], r["kernel"])) if r.get("part") is not None else None
+            whole = f" for the whole key (all {split} parts)" if s and split else ""
+            r[f"{prefix}_trials"] = s.text() + whole if s else None
 
 
 def cell_trial_stats(cell_trials: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[str, Summary]:
@@ -313,6 +319,17 @@ def campaign_trial_samples(campaign: Campaign) -> dict[str, dict[str, list[float
             if samples := samples_of(serving, [t for t in rows if t["cell_id"] == cell.id]):
                 out[cell.id] = samples
     return out
+
+
+LATENCY_TOKENS = ("latency", "tpot", "ttft", "itl", "_ms")  # an end-to-end time among a cell's repeated numbers
+
+
+def e2e_metric(names: Iterable[str]) -> str | None:
+    """The end-to-end number a verdict or a realized gain is read from: the first latency-like result (sorted), else
+    the trials' kernel time; None when neither was measured. A kernel's time per launch is never end to end."""
+    shared = sorted(names)
+    latency = [m for m in shared if any(t in m.lower() for t in LATENCY_TOKENS) and "time per launch" not in m]
+    return next(iter(latency), KERNEL_TIME if KERNEL_TIME in shared else None)
 
 
 def compare_samples(before: Mapping[str, list[float]], after: Mapping[str, list[float]]) -> list[tuple[str, Any]]:

@@ -47,7 +47,7 @@ class Summary:
 
 def number_text(v: float) -> str:
     """4 significant digits, without an exponent for the sizes a throughput or a time in ns reaches."""
-    return f"{v:,.0f}" if 1e4 <= abs(v) < 1e15 else f"{v:.4g}"
+    return f"{v:,.0f}" if 9999.5 <= abs(v) < 1e15 else f"{v:.4g}"  # .4g would round 9999.5 up to 1e+04
 
 
 @dataclass(frozen=True)
