@@ -24,7 +24,8 @@ from perfreport.cli.output import print_table, terminal_width
 from perfreport.lake.writer import publish_to_lake
 
 ROWS_VERBS = {"import_ncu", "import_nsys", "import_torch_trace", "import_samples", "query", "report_render",
-              "value_view", "lake query", "lake history", "lake compare", "lake regressions", "capture plan",
+              "value_view", "lake query", "lake history", "lake compare", "lake regressions", "lake predictions",
+              "capture plan",
               "capture preflight",
               "capture diagnose", "capture k8s plan", "ceilings measure"}
 BOX = "┃│┏┡└┗━─"

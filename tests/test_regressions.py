@@ -101,3 +101,32 @@ def test_change_points_on_synthetic_series() -> None:
     (last,) = change_points(tail)
     assert last.index == 29 and last.points_after == 1  # one publication shows it: suspicious
     assert change_points([5.0] * 12) == []
+
+
+def test_a_new_engine_commit_is_an_event_on_the_series_not_a_new_series(tmp_path: Path) -> None:
+    """Six publications on one engine commit, then three on another with the nvjet GEMMs 30% faster: the GEMMs'
+    series run across the commit and show an improvement at its first publication (a series keyed by the stack would
+    restart at every commit and never see it)."""
+    camp = make_campaign(tmp_path / EXAMPLE.name)
+    lake = tmp_path / "lake"
+    path = camp / "cells" / DECODE / "ncu_kernels.json"
+    config = camp / "config.yaml"
+    base = json.loads(path.read_text())
+    rng = np.random.default_rng(7)
+    ids = []
+    for i in range(9):
+        if i == 6:
+            config.write_text(config.read_text().replace("engine_commit:", "engine_commit: 'abc1234' #", 1))
+        data = json.loads(json.dumps(base))
+        for k in data["kernels"]:
+            if k["duration_ns"] is not None:
+                faster = 0.7 if i >= 6 and k["function"].startswith("nvjet") else 1.0
+                k["duration_ns"] = round(k["duration_ns"] * faster * (1 + 0.005 * rng.standard_normal()), 1)
+        path.write_text(json.dumps(data))
+        ids.append(publish_to_lake(camp, lake=lake, who="ci", cell_ids=[DECODE]).publication_id)
+    commits = lake_query(lake, "SELECT DISTINCT engine_commit FROM kernel_history ORDER BY 1").rows
+    assert len(commits) == 2  # the commit really changed in the descriptor
+    rows = lake_regressions(lake, kernel="^nvjet").rows
+    found = [r for r in rows if r.label == "improvement"]
+    assert found and all(r.publication_id == ids[6] and r.points == 9 for r in found)
+    assert all(r.change_pct == pytest.approx(-30, abs=2) for r in found)

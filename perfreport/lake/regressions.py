@@ -1,9 +1,9 @@
 """Regressions over the lake's history: change points of one kernel metric across the publications of a cell.
 
 A series is one metric of one kernel's piece of work (the kernel contract's identity, lake.compare.identity, with its
-grid, block and instance) captured by one section set in one
-cell descriptor (every descriptor field but the grounding ones, which say how a measurement was checked, not what
-was measured), ordered by publication time, read from `kernel_history` (every publication's rows, appended). Change
+grid, block and instance) captured by one section set in one cell
+of one work and chip (every descriptor field but the stack and grounding ones: a new engine commit is an event on
+the series, and grounding says how a measurement was checked), ordered by publication time, read from `kernel_history` (every publication's rows, appended). Change
 points come from warehouse.stats.change_points; each is labelled as PyTorch HUD labels its alerts: a shift for the
 worse held by >= 2 publications is a `regression`, for the better an `improvement`, a shift only the latest
 publication shows is `suspicious`; a series too short to test is one `insufficient data` row.
@@ -20,16 +20,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.errors import PerfReportError
 from perfreport.lake.compare import METRICS, identity
 from perfreport.lake.history import table_names
 from perfreport.lake.iceberg import load_tables, open_lake
-from perfreport.lake.rows import DESCRIPTOR
+from perfreport.lake.rows import MATCH_FIELDS
 from perfreport.warehouse.gather import higher_is_better
 from perfreport.warehouse.stats import MIN_SERIES, change_points
 
-SERIES_FIELDS = tuple(n for n, _ in DESCRIPTOR if n not in CONTEXT_FIELDS["grounding"])
+# A series is the same work on the same chip (rows.MATCH_FIELDS, as the prediction ledger matches): a new engine
+# commit, image or engine is an event on the series (what a regression is found at), never the start of a new one.
+SERIES_FIELDS = MATCH_FIELDS
 LABELS = ("regression", "improvement", "suspicious", "insufficient data")
 COLUMNS = ("campaign", "cell_id", "kernel", "set", "metric", "label", "publication_id", "published_at", "points",
            "before", "after", "change_pct", "p_value")
