@@ -1,12 +1,12 @@
 """Regressions over the lake's history: change points of one kernel metric across the publications of a cell.
 
 A series is one metric of one kernel's piece of work (the kernel contract's identity, lake.compare.identity, with its
-grid, block and instance) captured by one section set in one cell
-of one work and chip (every descriptor field but the stack and grounding ones: a new engine commit is an event on
-the series, and grounding says how a measurement was checked), ordered by publication time, read from `kernel_history` (every publication's rows, appended). Change
-points come from warehouse.stats.change_points; each is labelled as PyTorch HUD labels its alerts: a shift for the
-worse held by >= 2 publications is a `regression`, for the better an `improvement`, a shift only the latest
-publication shows is `suspicious`; a series too short to test is one `insufficient data` row.
+grid, block and instance) captured by one section set in one cell of one work and chip (every descriptor field but the
+stack and grounding ones: a new engine commit is an event on the series, and grounding says how a measurement was
+checked), ordered by publication time, read from `kernel_history` (every publication's rows, appended). Change points
+come from warehouse.stats.change_points; each is labelled as PyTorch HUD labels its alerts: a shift for the worse held
+by >= 2 publications is a `regression`, for the better an `improvement`, a shift only the latest publication shows is
+`suspicious`; a series too short to test is one `insufficient data` row.
 """
 
 from __future__ import annotations
