@@ -15,6 +15,7 @@ from conftest import run_cli
 
 from perfreport.config.context import CAN_BE_INAPPLICABLE, context_value_problem
 from perfreport.lake.gate import GateError, context_problems
+from perfreport.lake.iceberg import TABLES
 from perfreport.lake.query import lake_query
 from perfreport.lake.writer import publish_to_lake, resolve_lake
 from perfreport.warehouse.campaign_import import import_campaign
@@ -51,8 +52,23 @@ def make_campaign(dst: Path, edit: Callable[[dict[str, Any]], None] | None = Non
     if edit is not None:
         edit(doc)
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
+    _keep_levers_of(dst, {c["id"] for c in doc["cells"]})
     import_campaign(dst)
     return dst
+
+
+def _keep_levers_of(dst: Path, cells: set[str]) -> None:
+    """levers.yaml naming only cells the edited config keeps (a lever of a dropped cell is a config error)."""
+    path = dst / "levers.yaml"
+    if path.is_file():
+        levers = yaml.safe_load(path.read_text())
+        for lever in levers["levers"]:
+            lever["cells"] = [c for c in lever.get("cells", []) if c in cells]
+        levers["levers"] = [lv for lv in levers["levers"] if lv["cells"]]
+        if levers["levers"]:
+            path.write_text(yaml.safe_dump(levers, sort_keys=False))
+        else:
+            path.unlink()
 
 
 def unfill(doc: dict[str, Any]) -> None:
@@ -294,7 +310,7 @@ def test_query_csv_and_table_formats(published: Path) -> None:
     table = cli_query(published, "SELECT count(*) AS n FROM cells", fmt="table")
     assert "n" in table and "2" in table
     bad = run_cli("lake", "query", "--lake", str(published), "SELECT * FROM nope", ok=False)
-    assert "captures, cells, kernel_history, kernels, publications" in bad.output
+    assert ", ".join(sorted(TABLES)) in bad.output
 
 
 def test_filled_context_is_complete(filled: Path, tmp_path: Path) -> None:

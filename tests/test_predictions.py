@@ -25,6 +25,7 @@ from perfreport.frontier.candidates import rank_campaign
 from perfreport.frontier.levers import load_levers, settle_lever
 from perfreport.lake.predictions import as_dicts, lake_predictions
 from perfreport.lake.query import lake_query
+from perfreport.lake.regressions import trial_regressions
 from perfreport.lake.writer import publish_to_lake
 from perfreport.warehouse.campaign_import import import_campaign
 from perfreport.warehouse.gather import gather
@@ -187,3 +188,44 @@ def test_a_faster_gemm_on_another_commit_realizes_its_kernel_gain(example: Path,
             100 * sum(before[i] - after[i] for i in ids) / sum(before.values()), abs=1e-9)
     assert rows["amdahl bound"]["outcome"] is None  # the example has no trials: realized, but no verdict
     assert "no end-to-end trials" in rows["amdahl bound"]["note"]
+
+
+def _trial_tpots(folder: str) -> list[float]:
+    doc = json.loads((PAIR / "captures" / folder / "inference_perfbench_v1.json").read_text())
+    return [r["layer_tpot_ms"] for r in doc["results"]]
+
+
+def test_the_pairs_trials_show_the_change_point_at_the_after(pair: tuple[Path, Path]) -> None:
+    _, lake = pair
+    result = trial_regressions(lake)
+    tpot = [r for r in result.rows if r.metric == "layer_tpot_ms"]
+    assert len(tpot) == 1, [r.row() for r in result.rows]
+    row = tpot[0]
+    after_pub = lake_query(lake, f"SELECT publication_id FROM cells WHERE cell_id = '{COMPILED}'").rows[0][0]
+    before, after = _trial_tpots("eager"), _trial_tpots("compiled")
+    assert (row.label, row.cell_id, row.publication_id, row.points, row.index) == (
+        "regression", COMPILED, after_pub, len(before) + len(after), len(before))
+    assert row.before == pytest.approx(statistics.mean(before)) and row.after == pytest.approx(statistics.mean(after))
+    assert row.change_pct == pytest.approx(100 * (row.after / row.before - 1)) and 7 < row.change_pct < 8.5
+    assert row.p_value is not None and row.p_value < 1e-6
+    # a number only the before measures (a kernel fused away) is a series of its 9 trials, with no change point in them
+    norm = [s for s in result.all_series if s.metric.startswith("vectorized_layer_norm_kernel")]
+    assert norm and all(len(s.points) == len(before) and s.cell_id == EAGER and s.rows == [] for s in norm)
+
+
+def test_lake_regressions_trials_from_the_cli_and_page_08(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    camp, lake = pair
+    out = run_cli("lake", "regressions", "--lake", str(lake), "--trials", "--metric", "tpot", "--format", "json",
+                  ok=True)
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["metric"], r["label"], r["cell_id"], r["kernel"]) for r in rows] == [
+        ("layer_tpot_ms", "regression", COMPILED, "trials")]
+    bad = run_cli("lake", "regressions", "--lake", str(lake), "--trials", "--kernel", "nvjet")
+    assert bad.exit_code == 2 and "--kernel picks kernel series" in bad.output and "Traceback" not in bad.output
+    run_cli("report_render", "--campaign", str(camp), "--out", str(tmp_path / "site"), "--lake", str(lake), ok=True)
+    page = tmp_path / "site" / PAIR.name
+    assert 'id="trials-001"' in (page / "08-history.html").read_text()
+    table = json.loads((page / "08-history.trial_changes.json").read_text())["rows"]
+    found = [(r["label"], r["cell_id"], r["points"]) for r in table if r["metric"] == "layer_tpot_ms"]
+    assert found == [("regression", COMPILED, 18)]
+    assert {r["label"] for r in table} >= {"regression", "no change point"}

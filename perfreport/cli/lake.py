@@ -77,33 +77,49 @@ def lake_compare_cmd(lake: str | None, metric: str, campaign: str | None, vary: 
 @lake_group.command(name="regressions")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
               help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
-@click.option("--metric", default="duration_ns", show_default=True,
-              help="Numeric kernels column whose series are tested. Example: --metric sol_pct")
+@click.option("--metric", default=None,
+              help="Numeric kernels column whose series are tested (default duration_ns); with --trials, a regular "
+                   "expression over the repeated numbers' names (default all). Example: --metric sol_pct")
 @click.option("--kernel", default=None, help="Only kernels whose label or name matches this regular expression. "
                                              "Example: --kernel 'nvjet|gemm'")
 @click.option("--since", default=None, help="Only publications at or after this ISO date or time. "
                                             "Example: --since 2026-12-01")
+@click.option("--trials", "trials", is_flag=True,
+              help="Test the cells' trials instead (the trials table: end-to-end results, kernel time, each kernel's "
+                   "time per launch): one series per repeated number of one work on one chip, its cells in "
+                   "publication order, each cell's trials in order, so a before/after pair is one series.")
 @format_option(csv="one row per change point (and per series too short to test)",
                json="the metric, the number of series read and every row")
-def lake_regressions_cmd(lake: str | None, metric: str, kernel: str | None, since: str | None, fmt: str) -> None:
+def lake_regressions_cmd(lake: str | None, metric: str | None, kernel: str | None, since: str | None, trials: bool,
+                         fmt: str) -> None:
     """Change points of a kernel metric over the lake's publications, labelled regression, improvement,
     suspicious (only the latest publication shows it) or insufficient data.
 
-    A series is one kernel of one cell descriptor across publications (kernel_history keeps every publication).
+    A series is one kernel of one cell descriptor across publications (kernel_history keeps every publication);
+    with --trials, one repeated number of one work on one chip across its cells' trials.
 
-    Example: perftunereport lake regressions --lake lake --metric duration_ns --kernel nvjet
+    \b
+    Example:
+      perftunereport lake regressions --lake lake --metric duration_ns --kernel nvjet
+      perftunereport lake regressions --lake lake --trials --metric tpot
     """
     from perfreport.cli.printing import print_regressions
-    from perfreport.lake.regressions import lake_regressions
+    from perfreport.lake.regressions import lake_regressions, trial_regressions
 
-    print_regressions(lake_regressions(lake, metric, kernel=kernel, since=since), fmt)
+    if trials:
+        if kernel is not None:
+            raise click.UsageError("--kernel picks kernel series; with --trials give a pattern of the repeated "
+                                   "numbers' names as --metric instead. Example: --trials --metric 'time per launch'")
+        print_regressions(trial_regressions(lake, metric, since=since), fmt)
+    else:
+        print_regressions(lake_regressions(lake, metric or "duration_ns", kernel=kernel, since=since), fmt)
 
 
 @lake_group.command(name="predictions")
 @click.option("--lake", default=None, envvar="PERFREPORT_LAKE", show_envvar=True,
               help="Lake folder or catalog:NAME; env PERFREPORT_LAKE, default ./lake. Example: --lake lake")
 @click.option("--campaign", default=None,
-              help="Only this campaign's predictions. Example: --campaign h100-decode-compile")
+              help="Only this campaign's predictions. Example: --campaign h200-decoder-layer")
 @format_option(csv="one row per prediction with its outcome (the per-kind summary goes to stderr)",
                json="every prediction with its outcome, and the error per kind and chip")
 def lake_predictions_cmd(lake: str | None, campaign: str | None, fmt: str) -> None:
@@ -113,11 +129,10 @@ def lake_predictions_cmd(lake: str | None, campaign: str | None, fmt: str) -> No
 
     \b
     Example:
-      perftunereport publish_to_lake --campaign campaigns/h100-decode-compile --lake lake \\
-          --cell-id decode-b16-kv2048-eager
-      perftunereport publish_to_lake --campaign campaigns/h100-decode-compile --lake lake \\
-          --cell-id decode-b16-kv2048-compiled
-      perftunereport lake predictions --lake lake
+      perftunereport lake predictions --lake lake --campaign h200-decoder-layer
+
+    Every publish_to_lake records its predictions; the README's tour settles them on campaigns/h100-decode-compile
+    (its eager cell published, then its compiled cell).
     """
     from perfreport.cli.printing import print_predictions
     from perfreport.lake.predictions import lake_predictions

@@ -395,7 +395,7 @@ def value_view_cmd(campaign_dir: Path, fmt: str, handoff: Path | None, strict: b
     \b
     Example:
       perftunereport value_view --campaign campaigns/h200-decoder-layer --handoff HANDOFF.md
-      perftunereport value_view --campaign campaigns/h100-decode-compile --lake lake --settle
+      perftunereport value_view --campaign campaigns/h200-decoder-layer --lake lake --settle
     """
     from perfreport.cli.printing import print_value_view
     from perfreport.frontier.value_view import update_handoff, value_view

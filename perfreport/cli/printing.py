@@ -387,13 +387,14 @@ def print_cell_steps(result: CellSteps) -> None:
 
 def print_regressions(result: RegressionsResult, fmt: str = "table") -> None:
     """Print `lake regressions`: one row per change point (COLUMNS), then how many series were read."""
-    from perfreport.lake.regressions import COLUMNS
+    from perfreport.lake.regressions import COLUMNS, TRIAL_KERNEL
     from perfreport.warehouse.db import QueryResult
 
     rows = [r.row() for r in result.rows]
 
     def table() -> None:
-        _query_table(QueryResult(list(COLUMNS), rows), title=f"{result.metric}: change points over publications")
+        _query_table(QueryResult(list(COLUMNS), rows), title=f"{result.metric}: change points over publications"
+                     + (" (trials)" if result.rows and result.rows[0].kernel == TRIAL_KERNEL else ""))
         found = sum(r.label in ("regression", "improvement", "suspicious") for r in result.rows)
         click.echo(f"{result.series} series read, {found} change point(s)")
 

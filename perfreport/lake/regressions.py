@@ -53,6 +53,7 @@ class Regression:
     after: float | None = None
     change_pct: float | None = None
     p_value: float | None = None
+    index: int | None = None  # the change point's first point in its series (not a column)
 
     def row(self) -> tuple[Any, ...]:
         """The row in COLUMNS order (time as ISO 8601)."""
@@ -75,6 +76,7 @@ class Series:
     descriptor: dict[str, Any]
     points: list[tuple[datetime, str, float]]  # (published_at, publication_id, value), oldest first
     rows: list[Regression] = field(default_factory=list)
+    trials: list[tuple[str, int]] = field(default_factory=list)  # a trial series: each point's (cell_id, trial)
 
 
 @dataclass
@@ -181,9 +183,63 @@ def _series_rows(line: Series) -> list[Regression]:
     rows = []
     for cp in change_points([v for _, _, v in points]):
         when, pub, _ = points[cp.index]
-        rows.append(Regression(*head, _label(cp.change_pct, cp.points_after, metric), pub, when, len(points),
-                               cp.before, cp.after, cp.change_pct, None if math.isnan(cp.p_value) else cp.p_value))
+        cell = line.trials[cp.index][0] if line.trials else line.cell_id  # a trial series: the cell it starts at
+        rows.append(Regression(line.campaign, cell, *head[2:], _label(cp.change_pct, cp.points_after, metric), pub,
+                               when, len(points), cp.before, cp.after, cp.change_pct,
+                               None if math.isnan(cp.p_value) else cp.p_value, cp.index))
     return rows
+
+
+TRIAL_KERNEL = "trials"  # the kernel column of a trial series: a cell's repeated numbers, not one kernel's capture
+
+
+def trial_regressions(lake: str | Path | None, metric: str | None = None, since: str | None = None,
+                      campaign: str | None = None) -> RegressionsResult:
+    """Change points over trials: one series per repeated number (the lake's trials table: end-to-end results, the
+    kernel time, each kernel's time per launch) of one work on one chip (rows.MATCH_FIELDS of the cells table), its
+    cells in publication order and each cell's trials in trial order. A before/after pair of cells is one series and
+    its change point names the cell and publication whose trials start the new level; `metric` is a regular
+    expression over the repeated numbers' names."""
+    try:
+        pattern = re.compile(metric) if metric else None
+    except re.error as exc:
+        raise PerfReportError(f"lake regressions --trials --metric {metric!r}: not a valid regular expression ({exc}). "
+                              f"Example: --metric tpot") from exc
+    start = _since(since)
+    where, catalog = open_lake(lake)
+    if not {"trials", "cells", "publications"} <= set(table_names(catalog)):
+        raise PerfReportError(f"lake {str(where)!r}: no trials table; publish a campaign whose cells have trials "
+                              f"(`trials:` in its config, or import_torch_trace --trial N) and run it again.")
+    from pyiceberg.expressions import AlwaysTrue, EqualTo
+
+    only = AlwaysTrue() if campaign is None else EqualTo("campaign", campaign)  # type: ignore[call-arg, arg-type]
+    tables = load_tables(catalog, ["trials", "cells", "publications"])
+    cells = tables["cells"].scan(selected_fields=("campaign", "cell_id", *SERIES_FIELDS), row_filter=only)
+    work = {(r["campaign"], r["cell_id"]): tuple(r[f] for f in SERIES_FIELDS) for r in cells.to_arrow().to_pylist()}
+    pubs = tables["publications"].scan(selected_fields=("publication_id", "published_at")).to_arrow().to_pylist()
+    when_of = {p["publication_id"]: p["published_at"] for p in pubs}
+    grouped: dict[tuple[Any, ...], list[tuple[datetime, str, str, list[float]]]] = defaultdict(list)
+    for r in tables["trials"].scan(row_filter=only).to_arrow().to_pylist():
+        when = when_of.get(r["publication_id"])
+        descriptor = work.get((r["campaign"], r["cell_id"]))
+        if when is None or descriptor is None or (start is not None and when < start):
+            continue
+        if pattern is not None and not pattern.search(r["metric"]):
+            continue
+        values = [float(v) for v in r["values"] or [] if v is not None and math.isfinite(v)]
+        grouped[(r["campaign"], r["metric"], descriptor)].append((when, r["cell_id"], r["publication_id"], values))
+    result = RegressionsResult(metric or "trials", len(grouped))
+    for key in sorted(grouped, key=lambda k: (k[0], k[1], json.dumps(k[2], default=str))):
+        camp, name, descriptor = key
+        members = sorted(grouped[key], key=lambda m: (m[0], m[1]))
+        line = Series(camp, ", ".join(dict.fromkeys(m[1] for m in members)), TRIAL_KERNEL, None, name, (),
+                      dict(zip(SERIES_FIELDS, descriptor, strict=True)),
+                      [(when, pub, v) for when, _, pub, vs in members for v in vs],
+                      trials=[(cell, i) for _, cell, _, vs in members for i in range(1, len(vs) + 1)])
+        line.rows = _series_rows(line)
+        result.rows += line.rows
+        result.all_series.append(line)
+    return result
 
 
 def history_series(result: RegressionsResult, campaign: str) -> list[dict[str, Any]]:
@@ -192,14 +248,20 @@ def history_series(result: RegressionsResult, campaign: str) -> list[dict[str, A
     def when(t: datetime | None) -> str | None:
         return t.isoformat() if t else None
 
+    def work(s: Series, i: int) -> Any:
+        return s.work[i] if s.work else None
+
     return [{
         "cell_id": s.cell_id, "kernel": s.kernel, "set": s.section_set, "metric": s.metric,
-        "grid_size": s.work[1], "block_size": s.work[2], "instance": s.work[3], "descriptor": s.descriptor,
-        "points": [{"published_at": when(t), "publication_id": pub, "value": v} for t, pub, v in s.points],
+        "grid_size": work(s, 1), "block_size": work(s, 2), "instance": work(s, 3), "descriptor": s.descriptor,
+        "points": [{"published_at": when(t), "publication_id": pub, "value": v,
+                    **({"cell_id": s.trials[i][0], "trial": s.trials[i][1]} if s.trials else {})}
+                   for i, (t, pub, v) in enumerate(s.points)],
         "changes": [{"label": r.label, "publication_id": r.publication_id, "published_at": when(r.published_at),
-                     "before": r.before, "after": r.after, "change_pct": r.change_pct, "p_value": r.p_value}
+                     "before": r.before, "after": r.after, "change_pct": r.change_pct, "p_value": r.p_value,
+                     "cell_id": r.cell_id, "index": r.index}
                     for r in s.rows if r.label != "insufficient data"],
-        "insufficient": any(r.label == "insufficient data" for r in s.rows),
+        "insufficient": any(r.label == "insufficient data" for r in s.rows), "trials": bool(s.trials),
     } for s in result.all_series if s.campaign == campaign]
 
 
@@ -209,4 +271,8 @@ def campaign_series(lake: str | Path, campaign_dir: str | Path, metric: str = "d
 
     check_metric(metric, "report_render --history-metric")
     campaign = load_campaign(Path(campaign_dir)).id
-    return history_series(lake_regressions(lake, metric, campaign=campaign), campaign)
+    series = history_series(lake_regressions(lake, metric, campaign=campaign), campaign)
+    _, catalog = open_lake(lake)
+    if {"trials", "cells", "publications"} <= set(table_names(catalog)):
+        series += history_series(trial_regressions(lake, campaign=campaign), campaign)
+    return series

@@ -420,7 +420,7 @@ CHANGE_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "suspicious"
 
 
 def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, Any]], title: str,
-            axis_title: str) -> go.Figure:
+            axis_title: str, unit: str = "publication") -> go.Figure:
     """One series over publications (`x` the publication's number, hover its id and time) with the level of each
     segment dotted; each change point (`x` its first publication of the new level) a dashed line between the two
     levels and a diamond in its label's colour, annotated with label and change."""
@@ -428,7 +428,7 @@ def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, 
     line = dict(type="scatter", mode="lines+markers", x=xs, y=[_r(p["value"]) for p in points], name="value",
                 marker=dict(color=PALETTE[0], size=6), line=dict(color=PALETTE[0], width=1.5),
                 customdata=[[_t(p["publication_id"]), _t(p["published_at"])] for p in points],
-                hovertemplate="publication %{x} · %{customdata[0]}<br>%{customdata[1]}<br>"
+                hovertemplate=f"{unit} %{{x}} · %{{customdata[0]}}<br>%{{customdata[1]}}<br>"
                               f"{_t(axis_title)}: %{{y:.4g}}<extra></extra>")
     edges = [0, *sorted(xs.index(c["x"]) for c in changes if c["x"] in xs), len(xs)]
     level_x: list[Any] = []
@@ -451,7 +451,7 @@ def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, 
                            name=label, marker=dict(color=CHANGE_COLORS[label], size=13, symbol="diamond",
                                                    line=dict(color="white", width=1)),
                            customdata=[[_opt(c["change_pct"], "+.1f", "%")] for c in mine],
-                           hovertemplate=f"{label} at publication %{{x}}: %{{customdata[0]}}<extra></extra>"))
+                           hovertemplate=f"{label} at {unit} %{{x}}: %{{customdata[0]}}<extra></extra>"))
         for c in mine:
             i = xs.index(c["x"])
             between = (xs[i - 1] + xs[i]) / 2 if i else xs[i] - 0.5  # between the old level's last point and this
@@ -460,11 +460,11 @@ def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, 
             notes.append(dict(xref="x", yref="paper", x=between, y=1.0, yanchor="bottom", showarrow=False,
                               text=f"{label} {_opt(c['change_pct'], '+.1f', '%')}",
                               font=dict(color=CHANGE_COLORS[label], size=11)))
-    ticks = dict(dtick=1) if len(xs) <= 30 else {}  # one tick per publication while they fit
+    ticks = dict(dtick=1) if len(xs) <= 30 else {}  # one tick per point while they fit
     return _figure(traces, dict(
         title=dict(text=_t(title)), height=350, shapes=shapes, annotations=notes, margin=dict(l=70, r=20, t=70, b=95),
         legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"),  # below the axis title
-        xaxis=_axis("publication (oldest first)", range=[min(xs, default=1) - 0.6, max(xs, default=1) + 0.6], **ticks),
+        xaxis=_axis(f"{unit} (oldest first)", range=[min(xs, default=1) - 0.6, max(xs, default=1) + 0.6], **ticks),
         yaxis=_axis(axis_title)))
 
 

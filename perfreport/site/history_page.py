@@ -70,7 +70,8 @@ def history_page(history: History | None, campaign: str) -> Page:
     metric = history.metric if history else "duration_ns"
     page.context.update(lake=history.lake if history else None, metric=metric, summary=None, cap=None,
                         better="higher" if higher_is_better(metric) else "lower", min_series=MIN_SERIES)
-    series = history.series if history else []
+    everything = history.series if history else []
+    series = [s for s in everything if not s.get("trials")]
     if history is None:
         page.context["missing"] = MISSING_LAKE
     elif not series:
@@ -98,6 +99,7 @@ def history_page(history: History | None, campaign: str) -> Page:
         changes = [{**c, "x": by_id.get(c["publication_id"])} for c in s["changes"]]
         page.add_chart(Chart(div_id, charts.history(points, changes, _title(s, varying), axis), _note(s)))
     _tables(page, ordered_series, drawn, varying, by_id, value_fmt)
+    _trials(page, [s for s in everything if s.get("trials")])
     _predictions(page, history.predictions if history else [])
     if series:
         found = [c["label"] for s in series for c in s["changes"]]
@@ -158,6 +160,33 @@ def _tables(page: Page, series: list[dict[str, Any]], drawn: dict[int, str], var
         C("published_at", "published at"), C("value", "value", value_fmt)],
         [{**head(i, s), **p, "publication": by_id[p["publication_id"]]} for i, s in enumerate(series)
          for p in s["points"]]))
+
+
+def _trials(page: Page, series: list[dict[str, Any]]) -> None:
+    """The cells' trials across publications (lake regressions --trials): a chart per repeated number of one work
+    (x the trial, cells in publication order), its change points first, then every change point."""
+    page.context["trial_series"] = len(series)
+    ordered = sorted(series, key=lambda s: (_rank(s), s["metric"]))
+    for i, s in enumerate(ordered[:MAX_CHARTS]):
+        points = [{**p, "x": n, "publication_id": f"{p['cell_id']} trial {p['trial']} · {p['publication_id']}"}
+                  for n, p in enumerate(s["points"], start=1)]
+        changes = [{**c, "x": c["index"] + 1} for c in s["changes"]]
+        note = "; ".join(f"{c['label']} from cell `{c['cell_id']}` (publication `{c['publication_id']}`): "
+                         f"{c['change_pct']:+.1f}%" for c in s["changes"]) or _note(s)
+        page.add_chart(Chart(f"trials-{i + 1:03d}", charts.history(points, changes, f"{s['metric']} · {s['cell_id']}",
+                                                                  s["metric"], unit="trial"), note))
+    page.add_table(Table("trial_changes", "Change points over the trials (lake regressions --trials)", [
+        C("metric", "repeated number", wrap=True), C("cells", "cells (publication order)", wrap=True),
+        C("label", "label"), C("cell_id", "new level from cell"), C("publication_id", "its publication"),
+        C("points", "trials", "num"), C("before", "before", "num"), C("after", "after", "num"),
+        C("change_pct", "change", "pct"), C("p_value", "p-value", "num")],
+        [{"metric": s["metric"], "cells": s["cell_id"], "points": len(s["points"]), **c} for s in ordered
+         for c in s["changes"]] + [
+        {"metric": s["metric"], "cells": s["cell_id"], "points": len(s["points"]), "label": _status(s)}
+         for s in ordered if not s["changes"]],
+        note="One series per repeated number of one work on one chip: each cell's trials in order, its cells in "
+             "publication order, so a before/after pair is one series and a change point names the cell of the new "
+             "level."))
 
 
 PREDICTION_COLUMNS = [
