@@ -170,9 +170,14 @@ def browser_check(page: Path) -> str:
             const t = performance.now(); await Plotly.relayout(gd, {'xaxis.range': [-1, 2]});
             return performance.now() - t; }""")
         gl = tab.evaluate("document.querySelectorAll('#roofline canvas').length")
+        types = tab.evaluate("document.getElementById('roofline').data.map(t => t.type || 'scatter')")
+        bundle = tab.evaluate("Array.from(document.scripts).map(s => s.src.split('/').pop())"
+                              ".filter(s => s.startsWith('plotly')).join(', ')")
         browser.close()
-    return (f"browser: roofline page load + draw {drawn:.2f} s, one zoom (Plotly.relayout) {zoom:.0f} ms, "
-            f"{gl} WebGL canvas(es), page errors: {len(errors)}")
+    kinds = ", ".join(f"{types.count(t)} {t}" for t in sorted(set(types)))
+    return (f"browser: roofline page load + draw {drawn:.2f} s (target < 1.5 s: {'met' if drawn < 1.5 else 'NOT met'}; "
+            f"load average {os.getloadavg()[0]:.1f}), one zoom (Plotly.relayout) {zoom:.0f} ms, {len(types)} traces "
+            f"({kinds}) drawn by {bundle}, {gl} WebGL canvas(es), page errors: {len(errors)}")
 
 
 def main() -> None:
@@ -200,6 +205,15 @@ def main() -> None:
               f"{min(r[1] for r in runs):.2f} s (includes DuckDB's threads); load average "
               f"{load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(stages(camp))
+        best = min(runs, key=lambda r: r[0])[2]
+        print(f"timing split of the best render ({best.jobs} worker process(es); build to write summed over them): "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in best.seconds.items()))
+        kinds: dict[str, list[int]] = {}
+        for page, size in result.pages:
+            kind = next((p for p in ("cell-", "kernel-", "compare-") if page.name.startswith(p)), "campaign ")
+            kinds.setdefault(kind, []).append(size)
+        print("page weight by kind: " + ", ".join(f"{k}*.html x {len(v)} {sum(v) / 2**20:.1f} MiB"
+                                                  for k, v in sorted(kinds.items())))
         pages = sorted(result.pages, key=lambda p: -p[1])
         shared = sum(p.stat().st_size for p in result.static)
         print(f"{len(pages)} pages, {sum(s for _, s in pages) / 2**20:.1f} MiB; {result.downloads} downloads "
@@ -207,7 +221,8 @@ def main() -> None:
         print(weight(result))
         print("largest pages: " + ", ".join(f"{p.name} {s / 2**20:.2f} MiB" for p, s in pages[:4]))
         html = (result.campaign_site / "05-roofline.html").read_text()
-        print(f"roofline: {html.count('scattergl')} Scattergl traces; target: every page < 2 MB (2,000,000 bytes): "
+        print(f"roofline: {html.count('scattergl')} Scattergl and {html.count(chr(34) + 'scatter' + chr(34))} SVG "
+              f"scatter traces; target: every page < 2 MB (2,000,000 bytes): "
               f"{'met' if pages[0][1] < 2_000_000 else 'NOT met'}; render < 10 s: "
               f"{'met' if best_render < 10 else 'NOT met'}")
         print(browser_check(result.campaign_site / "05-roofline.html"))

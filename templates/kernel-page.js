@@ -37,11 +37,14 @@
   // A numeric cell: its text and the raw value it sorts on (null: an em dash, kept last in either direction).
   function n(value, text) { return {text: text, sort: isNum(value) ? String(value) : ""}; }
   // rows: arrays of cells (text, a DOM node, or n(value, text)); numeric: indexes of number columns (right-aligned,
-  // sorted on their raw values); wrap: indexes that wrap. Sortable and filterable (site-tables.js) unless `plain`.
-  function table(id, headers, rows, numeric, wrap, plain) {
+  // sorted on their raw values); wrap: indexes that wrap; names: kernel-name columns, capped in width by site.css
+  // (data-name) so a long name never pushes the numbers out of view. Sortable and filterable (site-tables.js)
+  // unless `plain`.
+  function table(id, headers, rows, numeric, wrap, plain, names) {
     var box = el("div", null, "scroll");
     var t = el("table", null, plain ? null : "data");
     t.id = id;
+    if (names) t.setAttribute("data-name", names.map(function (i) { return i + 1; }).join(" "));
     var tr = el("tr");
     headers.forEach(function (h, i) {
       var th = el("th", h);
@@ -98,9 +101,10 @@
     s.appendChild(table("kernel-list-table", ["kernel", "family", "launches", "duration (\u00b5s)", "bound",
                                               "demangled name"],
       kernels.map(function (k) {
-        return [link("#" + encodeURIComponent(k.id), label(k)), k.family, n(k.launches, num(k.launches)),
-                n(k.duration_ns, us(k.duration_ns)), k.bound, k.name];
-      }), [2, 3], [5]));
+        var a = link("#" + encodeURIComponent(k.id), label(k));
+        a.title = k.name;  // the whole demangled name on hover
+        return [a, k.family, n(k.launches, num(k.launches)), n(k.duration_ns, us(k.duration_ns)), k.bound, k.name];
+      }), [2, 3], [5], false, [0]));
   }
 
   // The answer first: where the kernel stands (AI, %SoL against which roof, bound, time share, padding), then

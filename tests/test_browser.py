@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 import pytest
 from conftest import EVIL_FIELD, EVIL_KERNEL
 
+from perfreport.site import charts
 from perfreport.site.charts import USEFUL_NAME
-from perfreport.site.render import RenderResult
+from perfreport.site.render import RenderResult, report_render
 
 CHROMIUM = os.environ.get("PERFREPORT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -325,6 +327,66 @@ def test_roofline_marker_click_opens_its_kernel_page(browser: Any, example_site:
         visit.page.wait_for_url(f"**/kernel-decode-b16-kv2048.html#{target}")
         visit.page.wait_for_selector("#derived-table")
         assert visit.page.locator("h2.kernel-title").inner_text().startswith(target + " ")
+    finally:
+        visit.page.close()
+
+
+@pytest.fixture(scope="module")
+def compact_site(example_campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
+    """The example site with its roofline laid out as past charts.COMPACT_THRESHOLD points (10,000 in bench_render):
+    one trace per compute roof and kind for every cell, not one per cell."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(charts, "COMPACT_THRESHOLD", 0)
+        return report_render(example_campaign, tmp_path_factory.mktemp("compact-site"))
+
+
+# The kernel (cell, kernel id) a compact roofline trace's point stands for: its last customdata slot starts with the
+# cell, customdata[1] with the kernel id.
+COMPACT_POINT = """([curve, point]) => { const d = document.getElementById('roofline').data[curve].customdata[point];
+  return [String(d[d.length - 1]).split(' ')[0], String(d[1]).split(' ')[0]]; }"""
+
+
+def test_a_roofline_of_many_points_keeps_its_hollow_markers_and_click_through(
+        browser: Any, compact_site: RenderResult) -> None:
+    page = compact_site.campaign_site / "05-roofline.html"
+    assert "plotly-basic.min.js" in page.read_text(encoding="utf-8")  # SVG traces: never the 4.8 MB full bundle
+    rows = json.loads((compact_site.campaign_site / "05-roofline.points.json").read_text(encoding="utf-8"))["rows"]
+    # per compute roof and kind, the points the table lists: those of the per-cell layout (26 with ridges and useful)
+    want = Counter(f"{charts._roof_words(r['ceiling_key'])} roof · "
+                   f"{'AI measured' if r['measured'] else charts.UNMEASURED_LABEL}" for r in rows)
+    visit = Visit(browser, page)
+    try:
+        visit.check_offline_and_clean()
+        traces = visit.page.evaluate(COUNT_POINTS, "roofline")
+        kernel = [t for t in traces if t["mode"] == "markers" and " roof · " in t["name"]]
+        assert {t["name"]: t["points"] for t in kernel} == want and len(kernel) == 3
+        assert all((t["symbol"] == "circle-open") is t["name"].endswith(charts.UNMEASURED_LABEL) for t in kernel)
+        assert sum(t["points"] for t in kernel if t["symbol"] == "circle-open") == 3
+        assert visit.page.locator("#roofline .x2y2 .scatterlayer path.point").count() == 3  # in the strip
+        assert visit.page.locator("#roofline path.point").count() == 26
+        curves = visit.page.evaluate("() => document.getElementById('roofline').data.map(t => t.name)")
+        filled = curves.index("fp32 roof · AI measured")
+        cell, kernel_id = visit.page.evaluate(COMPACT_POINT, [filled, 2])
+        visit.page.evaluate("""([curve, point]) => { const gd = document.getElementById('roofline');
+          gd.emit('plotly_click', {points: [{customdata: gd.data[curve].customdata[point], data: gd.data[curve]}]});
+          }""", [filled, 2])
+        visit.page.wait_for_url(f"**/kernel-{cell}.html#{kernel_id}")
+        visit.page.wait_for_selector("#derived-table")
+        assert visit.page.locator("h2.kernel-title").inner_text().startswith(kernel_id + " ")
+    finally:
+        visit.page.close()
+    visit = Visit(browser, page)
+    try:  # a real click on a hollow marker in the strip: plotly finds the point, the handler its cell
+        marker = visit.page.locator("#roofline .x2y2 .scatterlayer path.point").first
+        box = marker.bounding_box()
+        assert box is not None
+        visit.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        visit.page.mouse.down()
+        visit.page.mouse.up()
+        visit.page.wait_for_url("**/kernel-prefill-b8-s1024-attach.html#k*")
+        kernel_id = visit.page.url.rsplit("#", 1)[1]
+        visit.page.wait_for_selector("#derived-table")
+        assert visit.page.locator("h2.kernel-title").inner_text().startswith(kernel_id + " ")
     finally:
         visit.page.close()
 

@@ -186,20 +186,62 @@ def test_marker_size_by_time_share(rows: list[dict[str, Any]]) -> None:
     assert all(isinstance(s, list) and max(s) > 9 for s in sizes)
 
 
-def test_scattergl_above_threshold(rows: list[dict[str, Any]]) -> None:
+def _many(rows: list[dict[str, Any]], n: int = 2500) -> RooflineModel:
+    """n kernel rows sampled from the example's, over 40 cells (past charts.COMPACT_THRESHOLD)."""
     rng = random.Random(0)
     many = []
-    for i in range(2500):
+    for i in range(n):
         k = dict(rng.choice(rows))
         k.update(id=f"k{i:05d}", cell_id=f"cell-{i % 40:03d}")
         if k["arithmetic_intensity"]:
             k["arithmetic_intensity"] *= rng.uniform(0.5, 2.0)
         many.append(k)
-    fig = charts.roofline(build_roofline(many, load_ceilings(), HW), "big").to_plotly_json()
+    return build_roofline(many, load_ceilings(), HW)
+
+
+def test_scattergl_above_threshold(rows: list[dict[str, Any]]) -> None:
+    model = _many(rows)
+    svg = charts.roofline(model, "big").to_plotly_json()  # 2,500 points: SVG, the basic plotly bundle
+    assert {t["type"] for t in _kernel_traces(svg)} == {"scatter"}
+    fig = charts.roofline(model, "big", gl_threshold=2000).to_plotly_json()
     kernel = _kernel_traces(fig)
     assert {t["type"] for t in kernel} == {"scattergl"}
     assert sum(len(t["x"]) for t in kernel) == 2500
     assert {t["type"] for t in fig["data"] if t.get("mode") == "lines"} == {"scatter"}
+
+
+def test_many_points_draw_one_trace_per_roof_and_kind_with_the_cell_on_each_point(rows: list[dict[str, Any]]) -> None:
+    model = _many(rows)
+    contexts = {f"cell-{c:03d}": f"concurrency={c}" for c in range(0, 40, 2)}  # half the cells have a context
+    fig = charts.roofline(model, "big", contexts=contexts).to_plotly_json()
+    kernel = _kernel_traces(fig)
+    groups = {(p.measured, p.ceiling_key) for p in model.points}
+    assert len(kernel) == len(groups) < 10  # not one per cell (40 cells x 2 kinds): plotly's cost is per trace
+    assert not any(t.get("legendgroup") for t in kernel)  # the click handler takes the cell from the point
+    lines = {t["meta"]: t["line"]["color"] for t in fig["data"] if t.get("mode") == "lines" and t.get("meta")}
+    by_point = {(p.cell_id, p.kernel_id): p for p in model.points}
+    for t in kernel:
+        hollow = t["marker"]["symbol"] == "circle-open"
+        assert t["marker"]["symbol"] in ("circle", "circle-open") and (t.get("xaxis") == "x2") is hollow
+        points = [by_point[(d[-1].split(" ")[0], d[1].split(" ")[0])] for d in t["customdata"]]
+        assert {(p.measured, p.ceiling_key) for p in points} == {(not hollow, points[0].ceiling_key)}
+        assert t["marker"]["color"] == lines[points[0].ceiling_key]  # in its compute roof's colour
+        assert t["name"].startswith(charts._roof_words(points[0].ceiling_key) + " roof · ")
+        assert ("AI unmeasured" in t["name"]) is hollow
+        if not hollow:
+            assert t["x"] == pytest.approx([p.ai for p in points], rel=1e-2)
+            assert t["y"] == pytest.approx([p.achieved_tflops for p in points], rel=1e-2)
+        else:
+            assert t["y"] == pytest.approx([p.sm_pct for p in points], rel=1e-2)
+        assert [d[-1] for d in t["customdata"]] == [
+            f"{p.cell_id} ({contexts[p.cell_id]})" if p.cell_id in contexts else p.cell_id for p in points]
+        last = len(t["customdata"][0]) - 1
+        assert f"%{{customdata[1]}} · %{{customdata[{last}]}}<br>" in t["hovertemplate"]
+        assert not any(placeholder in t["hovertemplate"] for placeholder in ("CELL", "CONTEXT", "HW."))
+    assert sorted((p.cell_id, p.kernel_id) for p in model.points) == sorted(
+        (d[-1].split(" ")[0], d[1].split(" ")[0]) for t in kernel for d in t["customdata"])
+    assert _markers(fig, "circle-open") == sum(not p.measured for p in model.points) > 0
+    assert not [t for t in fig["data"] if t.get("visible") == "legendonly"]  # no L2 / L1 points at this size
 
 
 def test_l2_roof_drawn_when_ceilings_have_one(rows: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -235,6 +277,8 @@ def test_every_chart_kind_passes_plotly_validation(rows: list[dict[str, Any]], m
     stalls = [{**k, "label": k["id"]} for k in rows if k["warp_stalls_pct"]]
     figures = [
         charts.roofline(model, "r"), charts.roofline(model, "gl", gl_threshold=1),
+        charts.roofline(model, "compact", compact_threshold=0, contexts={"decode-b16-kv2048": "b=16"}),
+        charts.roofline(model, "compact gl", gl_threshold=0, compact_threshold=0),
         charts.bars([{"l": "a", "v": 1.0}], "l", "v", "t", "x"), charts.warp_stalls(stalls, "s"),
         charts.grouped([{"x": "a", "v": 1.0, "w": 2.0}], "x", [("v", "v"), ("w", "w")], "g", "ms", "stack"),
     ]

@@ -109,7 +109,7 @@ def test_decode_attention_is_flagged_for_its_padded_flops(example_campaign: Path
     gemms = [p for p in model.points if p.family == "gemm" and p.executed_per_useful is not None]
     assert gemms and all(p.executed_per_useful < PADDING_FLAG for p in gemms)
     assert any(f"executes {attn.executed_per_useful:.1f}x the FLOPs its op needs" in n for n in model.notes)
-    fig = roofline(model, "t").to_dict()
+    fig = roofline(model, "t").to_plotly_json()
     useful = next(t for t in fig["data"] if t.get("name") == USEFUL_NAME)
     assert useful["x"][0] == pytest.approx(attn.ai / attn.executed_per_useful, rel=1e-3)
     assert useful["y"][0] == pytest.approx(attn.achieved_tflops / attn.executed_per_useful, rel=1e-3)

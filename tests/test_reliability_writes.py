@@ -91,7 +91,7 @@ def test_render_on_a_full_disk_leaves_the_old_site_whole(rendered: tuple[Path, P
     def half(path: Path, text: str) -> None:
         path.write_text(text[: len(text) // 2])  # the disk filled up half-way through this page
 
-    fail_nth(monkeypatch, render, "write_text_atomic", lambda path, text: True, nth, partial=half, at=0)
+    fail_nth(monkeypatch, render, "_write_plain", lambda path, text: True, nth, partial=half, at=0)
     run = run_cli("report_render", "--campaign", str(camp), "--out", str(site), ok=False)
     assert run.exit_code == 2
     assert "No space left on device (ENOSPC)" in run.output and str(site) in run.output

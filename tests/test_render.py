@@ -140,16 +140,34 @@ def test_only_chart_pages_load_plotly_no_network_urls_and_no_broken_links(exampl
 
 
 def test_every_table_has_csv_and_json_next_to_its_page(example_site: RenderResult) -> None:
+    shared = 0
     for page in PAGES:
         html = _page(example_site, page)
-        tables = re.findall(r'<section class="table" id="table-([^"]+)">', html)
-        assert tables, page
-        for table in tables:
-            stem = f"{page[:-5]}.{table}"
-            doc = json.loads((example_site.campaign_site / f"{stem}.json").read_text())
-            rows = list(csv.DictReader((example_site.campaign_site / f"{stem}.csv").open()))
-            assert doc["schema_version"] == 1 and len(doc["rows"]) == len(rows), stem
-            assert f'href="{stem}.csv"' in html and f'href="{stem}.json"' in html
+        sections = re.findall(r'<section class="table" id="table-([^"]+)">(.*?)</section>', html, re.S)
+        assert sections, page
+        for table, body in sections:
+            csv_name, json_name = re.search(r'download <a href="([^"]+)">CSV</a> · <a href="([^"]+)">JSON</a>',
+                                            body).groups()
+            assert csv_name[:-4] == json_name[:-5]
+            doc = json.loads((example_site.campaign_site / json_name).read_text())
+            rows = list(csv.DictReader((example_site.campaign_site / csv_name).open()))
+            assert doc["schema_version"] == 1 and len(doc["rows"]) == len(rows), json_name
+            shown = int(re.search(r'<p class="downloads">(\d+) row', body).group(1))
+            if csv_name == f"{page[:-5]}.{table}.csv":
+                assert len(rows) == shown, csv_name
+                continue
+            # a cell table's downloads are the campaign page's table: every row of this cell, every column shown
+            shared += 1
+            cell = page.removeprefix("cell-").removesuffix(".html")
+            assert page.startswith("cell-") and f"cell_id `{cell}`" in body.replace("<code>", "`").replace(
+                "</code>", "`"), (page, table)
+            assert sum(r["cell_id"] == cell for r in rows) == shown, (page, table)
+            keys = {c["key"] for c in doc["columns"]}
+            heads = re.findall(r"<th[^>]*>", body)
+            assert len(heads) <= len(keys), (page, table)
+    assert shared >= 2  # the cells' join and internals tables
+    names = {p.name for p in example_site.campaign_site.iterdir()}
+    assert not any(n.startswith("cell-") and n.endswith((".join.csv", ".internals.json")) for n in names)
 
 
 def test_render_is_deterministic(example_campaign: Path, example_site: RenderResult, tmp_path: Path) -> None:

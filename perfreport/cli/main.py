@@ -270,7 +270,7 @@ def report_render_cmd(campaign_dir: Path, out_dir: Path, lake: str | None, histo
       perftunereport report_render --campaign campaigns/h200-decoder-layer --out site
       perftunereport report_render --campaign campaigns/h200-decoder-layer --out site --lake lake
     """
-    from perfreport.cli.printing import print_render_summary
+    from perfreport.cli.printing import print_render_summary, render_progress
     from perfreport.site.history_page import History
     from perfreport.site.render import report_render
 
@@ -286,7 +286,7 @@ def report_render_cmd(campaign_dir: Path, out_dir: Path, lake: str | None, histo
     elif history_metric is not None:
         raise click.UsageError("--history-metric chooses what page 08 draws from a lake: give --lake LAKE too. "
                                "Example: --lake lake --history-metric sol_pct")
-    print_render_summary(report_render(campaign_dir, out_dir, history), fmt)
+    print_render_summary(report_render(campaign_dir, out_dir, history, progress=render_progress()), fmt)
 
 
 @cli.group()
@@ -356,6 +356,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
         print_import_summary,
         print_render_summary,
         print_timeshare_summary,
+        render_progress,
     )
     from perfreport.frontier.candidates import campaign_next_lever
     from perfreport.ncu.importer import ImportResult
@@ -371,7 +372,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
         else:
             print_timeshare_summary(result)
     click.echo(f"next lever (campaign): {campaign_next_lever(campaign_dir)}")
-    print_render_summary(report_render(campaign_dir, out_dir))
+    print_render_summary(report_render(campaign_dir, out_dir, progress=render_progress()))
 
 
 @cli.command(name="value_view")

@@ -4,6 +4,7 @@ as CSV rows or one JSON document (--format; perfreport/cli/output.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -204,6 +205,31 @@ if TYPE_CHECKING:
     from perfreport.site.render import RenderResult
 
 
+PROGRESS_FROM = 100  # pages: a render this long reports its progress on stderr, every PROGRESS_STEP of it
+PROGRESS_STEP = 0.1
+
+
+def render_progress() -> Callable[[int, int], None]:
+    """report_render's progress callback: `report_render: 120/438 pages` on stderr at each tenth of a long render."""
+    shown = {"at": 0.0}
+
+    def report(done: int, total: int) -> None:
+        if total >= PROGRESS_FROM and (done == total or done / total >= shown["at"] + PROGRESS_STEP):
+            shown["at"] = done / total
+            click.echo(f"report_render: {done}/{total} pages", err=True)
+
+    return report
+
+
+def timing_text(result: RenderResult) -> str:
+    """Where a render's time went: the wall time, then each step (summed over the workers when there are several)."""
+    s = result.seconds
+    steps = ", ".join(f"{step} {s[step]:.2f} s" for step in ("gather", "build", "html", "downloads", "write")
+                      if step in s)
+    workers = f"; build to write summed over {result.jobs} worker processes" if result.jobs > 1 else ""
+    return f"rendered in {s.get('wall', 0.0):.2f} s: {steps}{workers}"
+
+
 def print_render_summary(result: RenderResult, fmt: str = "table", max_rows: int = 30) -> None:
     """Print what report_render wrote: each page with its size (cell pages summed past max_rows in the table), the
     index; CSV: one row per page; JSON: the pages and the totals."""
@@ -211,7 +237,8 @@ def print_render_summary(result: RenderResult, fmt: str = "table", max_rows: int
          lambda: (("page", "bytes"), [(str(p), n) for p, n in result.pages]),
          lambda: {"campaign": result.campaign, "site": str(result.campaign_site), "index": str(result.index_path),
                   "pages": [{"page": str(p), "bytes": n} for p, n in result.pages], "downloads": result.downloads,
-                  "download_bytes": result.download_bytes, "static": [str(p) for p in result.static]})
+                  "download_bytes": result.download_bytes, "static": [str(p) for p in result.static],
+                  "seconds": {k: round(v, 3) for k, v in result.seconds.items()}, "jobs": result.jobs})
 
 
 def _render_table(result: RenderResult, max_rows: int) -> None:
@@ -220,21 +247,23 @@ def _render_table(result: RenderResult, max_rows: int) -> None:
     table = Table(show_header=True)
     table.add_column("page", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
-    cells = [(p, n) for p, n in result.pages if p.name.startswith("cell-")]
-    fold = len(result.pages) > max_rows and len(cells) > 1
+    kinds = {prefix: [(p, n) for p, n in result.pages if p.name.startswith(prefix)]
+             for prefix in ("cell-", "compare-", "kernel-")}  # the pages there is one of per cell or comparison
+    folded = {prefix for prefix, pages in kinds.items() if len(result.pages) > max_rows and len(pages) > 1}
     for path, size in result.pages:
-        if not (fold and path.name.startswith("cell-")):
+        if not any(path.name.startswith(prefix) for prefix in folded):
             table.add_row(_safe(path.name), f"{size / 1024:,.1f} KiB")
-    if fold:
-        big = max(cells, key=lambda c: (c[1], c[0].name))
-        table.add_row(f"cell-*.html x {len(cells)} (largest {big[0].name}, {big[1] / 1024:,.1f} KiB)",
-                      f"{sum(n for _, n in cells) / 1024:,.1f} KiB")
+    for prefix in sorted(folded):
+        big = max(kinds[prefix], key=lambda c: (c[1], c[0].name))
+        table.add_row(_safe(f"{prefix}*.html x {len(kinds[prefix])} (largest {big[0].name}, {big[1] / 1024:,.1f} "
+                            f"KiB)"), f"{sum(n for _, n in kinds[prefix]) / 1024:,.1f} KiB")
     print_table(table, out)
     total = sum(size for _, size in result.pages)
     largest = max(result.pages, key=lambda p: (p[1], p[0].name))
     out.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
                   f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads, "
                   f"{result.download_bytes / 1024:,.1f} KiB; static: {', '.join(p.name for p in result.static)}")
+    out.print(timing_text(result))
     out.print(_safe(f"index: {result.index_path}"))
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from perfreport.kernels.identity import simplify
+from perfreport.kernels.identity import normalize, simplify
 
 SHORT = 32  # a template argument this short is shown whole (`GemmShape<128,96,64>`, `CUDAFunctor_add<BFloat16>`)
 LONGEST = 160  # a label that would be longer falls back to the function and ` #n`
@@ -204,3 +205,69 @@ def shortened(label: str, width: int) -> str:
     tail = sep + n if sep and n.isdigit() else ""
     base = base if tail else label
     return base[: max(width - len(tail) - 1, 1)] + ELIDED + tail
+
+
+# A table cell shows at most this many characters of a kernel name (two lines of site.css's name column); the whole
+# name stays in the cell's hover text and the downloads.
+SHOWN = 80
+# Template arguments that are TensorIterator plumbing (operand pointers, offset calculators, load/store casts): they
+# never say which op an ATen kernel computes, so a shortened name drops them.
+PLUMBING = frozenset({"array", "TrivialOffsetCalculator", "OffsetCalculator", "LoadWithCast", "StoreWithCast",
+                      "LoadWithoutCast", "StoreWithoutCast"})
+
+
+@lru_cache(maxsize=4096)  # a label is shown on several pages of a render
+def short_name(name: str, width: int = SHOWN) -> str:
+    """A kernel name or label as a table cell shows it: whole when it fits `width`; else the function and the
+    leftmost template arguments that fit (namespaces, return type, parameters and plumbing dropped), ` #n` kept.
+
+    `void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,
+    std::array<char*, 3>>(int, ...)` -> `vectorized_elementwise_kernel<4,CUDAFunctor_add<BFloat16>,…>`.
+    """
+    if len(name) <= width:
+        return name
+    base, sep, n = name.rpartition(" #")
+    tail = sep + n if sep and n.isdigit() else ""
+    base = base if tail else name
+    budget = max(width - len(tail), 8)
+    if base.lstrip().startswith("_Z"):  # mangled: the function identifier is all a reader can use
+        return shortened(normalize(base) + ELIDED, budget) + tail
+    simple = simplify(base)
+    if (root := _ROOT.match(simple)) is not None:  # the library suffix only ever tells two labels apart
+        simple = root.group(1)
+    return _fit(_parse(simple), budget) + tail
+
+
+def _fit(node: _Node, budget: int, top: bool = True) -> str:
+    """The node within budget characters: its head (scopes past the first elided), then its arguments left to right
+    while they fit (a type repeating the one before elided), `…` for the rest. A flat name too long is cut in the
+    middle (its end is often the tile shape); an argument with no room for its head is `…`."""
+    head, tail = _short_head(node.head, []), _elided_tail(node.tail)
+    if len(head) + (0 if node.args is None else 2 + len(tail)) > budget:
+        return _middle_cut(head, budget) if top else ELIDED
+    if node.args is None:
+        return head
+    parts: list[str] = []
+    room = budget - len(head) - 2 - len(tail) - 2  # 2 kept for a `,…` that ends the list
+    for i, arg in enumerate(node.args):
+        comma = 1 if parts else 0
+        skip = arg.head in PLUMBING or (i and arg == node.args[i - 1] and not arg.text.isdigit())  # a type again
+        part = ELIDED if skip else arg.text if len(arg.text) <= SHORT else _fit(arg, room - comma, top=False)
+        if part != ELIDED and comma + len(part) <= room:
+            parts.append(part)
+            room -= comma + len(part)
+        elif parts and parts[-1] == ELIDED:
+            if not skip:
+                break
+        else:
+            parts.append(ELIDED)
+            if not skip or comma + 1 > room:  # it did not fit (nor will those after it): the kept 2 pay for `…`
+                break
+            room -= comma + 1
+    return head + "<" + ",".join(parts) + ">" + tail
+
+
+def _middle_cut(text: str, width: int) -> str:
+    keep = max(width - 1, 2)
+    front = (keep + 1) // 2 + keep // 6
+    return text[:front] + ELIDED + text[len(text) - (keep - front):]

@@ -20,6 +20,7 @@ def lake_query(lake: str | Path | None, sql: str, snapshot: int | None = None) -
     names = table_names(catalog)
     arrow = tables_as_of(catalog, where, snapshot)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # a query prints its result, never DuckDB's bar
     try:
         for name in names:
             con.register(name, arrow[name])

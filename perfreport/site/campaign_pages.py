@@ -57,8 +57,10 @@ MISSING_STEPS = Missing("GPU-busy vs host-gap time per decode step", [
     "run `perftunereport import_step_budget --bundle BUNDLE trace.json.gz` (it writes each step's gpu_busy_ms and "
     "host_gap_ms into the bundle's inference_perfbench_v1.json), then render again",
 ])
+TIME_SHARE_PAGE = "04-time-share.html"  # its join table's downloads are every cell page's too (one per table)
+INTERNALS_PAGE = "06-kernel-internals.html"  # likewise its internals table
 JOIN_COLUMNS = [
-    C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
+    C("cell_id", "cell"), C("label", "kernel", "kernel"), C("family", "family"),
     C("time_share_pct", "time share", "pct"), C("sample_share_pct", "sample share", "pct"),
     C("share_split", "share split by"), C("op", "launched by"), C("shapes", "input shapes", wrap=True),
     C("total_ms", "total by time source", "ms"), C("time_source", "time source"),
@@ -84,7 +86,7 @@ TRIAL_CELL_COLUMNS = [
     C("ci", "95% CI of the mean"), C("std", "std", "num"), C("median", "median", "num"), C("min", "min", "num"),
 ]
 KERNEL_COLUMNS = [
-    C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("family", "family"),
+    C("cell_id", "cell"), C("id", "id"), C("label", "kernel", "kernel"), C("family", "family"),
     C("source_set", "set"), C("launches", "launches", "num"), C("duration_ns", "duration", "duration_ns"),
     C("arithmetic_intensity", "AI", "num", unit="FLOP/B"), C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
     C("sol_pct", "% of datasheet roof (%SoL)", "pct"), C("sol_ceiling_key", "datasheet roof (key)"),
@@ -93,7 +95,7 @@ KERNEL_COLUMNS = [
     C("dram_throughput_pct", "DRAM %peak", "pct"), C("bound", "bound"), C("name", "demangled name", wrap=True),
 ]
 INTERNALS_COLUMNS = [
-    C("cell_id", "cell"), C("id", "id"), C("label", "kernel"), C("source_set", "set"),
+    C("cell_id", "cell"), C("id", "id"), C("label", "kernel", "kernel"), C("source_set", "set"),
     C("achieved_occupancy_pct", "occupancy achieved", "pct"),
     C("theoretical_occupancy_pct", "occupancy theoretical", "pct"),
     C("block_limit_factor", "binding limit"), C("block_limits", "blocks/SM per limit", "value", wrap=True),
@@ -101,6 +103,11 @@ INTERNALS_COLUMNS = [
     C("block_size", "block"), C("grid_size", "grid"), C("branch_divergence_pct", "branch divergence", "pct"),
     C("top_stall", "top warp stall"),
 ]
+
+
+def demangled_names(data: CampaignData) -> dict[tuple[str, str], str]:
+    """(cell id, kernel id) -> the kernel row's demangled name: the hover text of its shortened label in a table."""
+    return {(cd.id, str(k["id"])): str(k["name"]) for cd in data.cells for k in cd.kernels}
 
 
 def cell_contexts(data: CampaignData) -> dict[str, str]:
@@ -262,7 +269,7 @@ def _shown(rows: list[dict[str, Any]], key: str) -> str:
 
 def time_share_page(data: CampaignData) -> Page:
     """04: the warehouse join (time shares, %SoL, Amdahl bound) and one time-share chart per cell."""
-    page = Page("04-time-share.html", "04-time-share.html", "Time share")
+    page = Page(TIME_SHARE_PAGE, TIME_SHARE_PAGE, "Time share")
     without = [cd.id for cd in data.cells if not data.timed(cd.id)]
     page.context["missing"] = None if not without else Missing(
         f"{MISSING_TIMES.what}; cells without one: {', '.join(without)}", MISSING_TIMES.capture)
@@ -299,21 +306,23 @@ def roofline_page(data: CampaignData) -> Page:
         [{"key": r.key, "value": r.value, "unit": "TB/s" if r.is_memory else "TFLOP/s", "level": r.level,
           "source": data.ceilings.entry(r.key).get("source") or data.ceilings.entry(r.key).get("method")}
          for r in model.roofs]))
+    names = demangled_names(data)
     page.add_table(Table("points", "Kernels on the roofline", [
-        C("cell_id", "cell"), C("kernel_id", "id"), C("label", "kernel"), C("source", "set"),
+        C("cell_id", "cell"), C("kernel_id", "id"), C("label", "kernel", "kernel"), C("source", "set"),
         C("measured", "AI measured", "value"), C("ai", "AI", "num", unit="FLOP/B"),
         C("achieved_tflops", "achieved", "num", unit="TFLOP/s"),
         C("pct_of_roof", "% of datasheet roof at its AI", "pct"), C("sm_pct", "SM busy", "pct"),
         C("ceiling_key", "datasheet compute roof (key)"), C("sol_pct", "% of datasheet roof (%SoL)", "pct"),
         C("bound", "bound"), C("time_share_pct", "time share", "pct")],
-        [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id)} for p in model.points],
+        [{**p.__dict__, "href": kernel_href(p.cell_id, p.kernel_id), "name": names.get((p.cell_id, p.kernel_id))}
+         for p in model.points],
         note=ROOFLINE_POINTS_NOTE, link_key="kernel_id"))
     return page
 
 
 def internals_page(data: CampaignData) -> Page:
     """06: occupancy and its binding limit, registers, shared memory, warp stalls, divergence."""
-    page = Page("06-kernel-internals.html", "06-kernel-internals.html", "Kernel internals")
+    page = Page(INTERNALS_PAGE, INTERNALS_PAGE, "Kernel internals")
     rows = [{**k, "top_stall": top_stall(k)} for cd in data.cells for k in cd.kernels]
     page.add_table(Table("internals", "Occupancy, resources and divergence per kernel row", INTERNALS_COLUMNS, rows,
                          link_key="id"))
@@ -367,6 +376,7 @@ def frontier_page(data: CampaignData) -> Page:
                                                                               else "")}
         for i, v in enumerate(view.levers, start=1)]))
     label, reasons = krhpa_label(camp)
+    names = demangled_names(data)
     page.context.update(krhpa_missing=None if camp.krhpa is not None else MISSING_KRHPA, krhpa_label=label,
                         krhpa_reasons=reasons, krhpa_problems=krhpa_problems(camp), sol_rigor=camp.sol_rigor)
     page.add_table(Table("krhpa", "K/R/H/P/A rubric: candidate vs baseline (1..4, higher = stronger)", [
@@ -378,13 +388,14 @@ def frontier_page(data: CampaignData) -> Page:
          for k, (meaning, names) in LETTERS.items()]))
     page.add_table(Table("kernels", "Kernels ranked by time saved: measured savings first, then estimates (the one "
                                     "ranking: its first is the next lever)", [
-        C("rank", "#", "num"), C("cell_id", "cell"), C("label", "kernel"), C("family", "family"),
+        C("rank", "#", "num"), C("cell_id", "cell"), C("label", "kernel", "kernel"), C("family", "family"),
         C("bound", "bound"), C("pct_of_roof", "% of roof", "pct"), C("against", "against the roof", wrap=True),
         C("time_share_pct", "time share", "pct"), C("saving", "saving"),
         C("campaign_saved_pct", "saved on the campaign base", "pct"), C("cell_weight_pct", "cell weight", "pct"),
         C("saved_pct", "saved of the cell's timeline", "pct"), C("saved_ms", "time saved", "ms"),
         C("basis", "assumption", wrap=True), C("action", "lever", wrap=True), C("cost", "cost")],
-        [{"rank": i, **lv.as_row(), "href": kernel_href(lv.cell_id, lv.kernel_id) if lv.kernel_id else None}
+        [{"rank": i, **lv.as_row(), "href": kernel_href(lv.cell_id, lv.kernel_id) if lv.kernel_id else None,
+          "name": names.get((lv.cell_id, lv.kernel_id or ""))}  # the hover text of a shortened label
          for i, lv in enumerate(view.kernels, start=1)], link_key="label",
         note=weights_note(campaign_weights(data), any(cd.cell.weight is not None for cd in data.cells))))
     return page

@@ -8,8 +8,10 @@ from typing import Any
 from perfreport.site import charts
 from perfreport.site.campaign_pages import (
     INTERNALS_COLUMNS,
+    INTERNALS_PAGE,
     JOIN_COLUMNS,
     KERNEL_COLUMNS,
+    TIME_SHARE_PAGE,
     kernel_label,
     time_share_chart,
     top_stall,
@@ -36,6 +38,12 @@ def _without_cell(columns: list[Column]) -> list[Column]:
     return [c for c in columns if c.key != "cell_id"]
 
 
+def _campaign_download(cell_id: str, page: str) -> str:
+    """The note of a cell table whose downloads are a campaign page's: one download per table, never a copy."""
+    return (f"The downloads are the table of `{page}` (every cell, every column): this cell's rows are those with "
+            f"cell_id `{cell_id}`.")
+
+
 def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contexts: dict[str, str]) -> Page:
     """cell-<id>.html: context (with what the cell overrides), sources, kernels, roofline, time share, internals."""
     page = Page(f"cell-{cd.id}.html", "cell.html", f"Cell {cd.id}")
@@ -60,10 +68,12 @@ def cell_page(data: CampaignData, cd: CellData, groups: list[Comparison], contex
     if share is not None:
         page.add_chart(share)
     page.add_table(Table("join", "Time share and Amdahl bound (kernel_join)",
-                         [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join, link_key="label"))
+                         [c for c in JOIN_COLUMNS if c.key in CELL_JOIN_KEYS], join, link_key="label",
+                         note=_campaign_download(cd.id, TIME_SHARE_PAGE)), downloads_of=(TIME_SHARE_PAGE, "join"))
     rows = [{**k, "top_stall": top_stall(k)} for k in cd.kernels]
     page.add_table(Table("internals", "Occupancy, resources and divergence", _without_cell(INTERNALS_COLUMNS), rows,
-                         link_key="id"))
+                         link_key="id", note=_campaign_download(cd.id, INTERNALS_PAGE)),
+                   downloads_of=(INTERNALS_PAGE, "internals"))
     stalls = [{**r, "label": kernel_label(r)} for r in rows if r.get("warp_stalls_pct")]  # the chart's axis
     if stalls:
         page.add_chart(Chart("cell-warp-stalls", charts.warp_stalls(stalls, f"Warp-stall breakdown · {cd.id}")))
@@ -103,7 +113,7 @@ def compare_page(data: CampaignData, group: Comparison) -> Page:
     kernels = sorted({k for _, k in join})
     timed = any(r.get("time_share_pct") is not None for r in join.values())
     metric, label = ("time_share_pct", "time share") if timed else ("ncu_ms", "ncu ms")
-    cols: list[Column] = [C("label", "kernel")]
+    cols: list[Column] = [C("label", "kernel", "kernel")]
     rows: list[dict[str, Any]] = [{"label": k} for k in kernels]
     for i, cell in enumerate(group.cell_ids):
         cols += [C(f"c{i}_{metric}", f"{cell} {label}", "pct" if timed else "ms"),
@@ -114,7 +124,7 @@ def compare_page(data: CampaignData, group: Comparison) -> Page:
     page.add_table(Table("kernels", "Kernels side by side", cols, rows))
     page.add_table(Table("trials", "Repeated numbers compared over trials (each cell against the first in "
                                "config.yaml): end-to-end results, kernel time, each kernel's time per launch", [
-        C("metric", "metric"), C("before", "before (cell)"), C("after", "after (cell)"),
+        C("metric", "metric", wrap=True), C("before", "before (cell)"), C("after", "after (cell)"),
         C("n_before", "n before", "num"), C("n_after", "n after", "num"),
         C("ratio", "ratio of medians (after / before)", "num"),
         C("ci", "95% bootstrap CI"), C("p_value", "Mann-Whitney U p", "num"), C("verdict", "verdict")],

@@ -13,13 +13,17 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-import plotly.graph_objects as go
-
 from perfreport.kernels.labels import shortened
 from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.site.page_model import Figure
 from perfreport.warehouse.roofline import FAR_BELOW_PCT, PADDING_FLAG, RooflineModel, RoofPoint
 
-GL_THRESHOLD = 2000  # more kernel points than this: WebGL traces (Scattergl) stay interactive at 10,000
+# More kernel points than this: one trace per compute roof and marker kind for every cell (the cell on hover), not
+# one per cell: plotly pays more for 400 traces and legend entries than for 10,000 SVG points.
+COMPACT_THRESHOLD = 2000
+# More than this: WebGL (Scattergl). Below, SVG draws sooner: WebGL needs the full plotly bundle (4x the basic one)
+# and starts slowly under SwiftShader; past ~20,000 SVG points a zoom takes over a second (bench_render).
+GL_THRESHOLD = 20_000
 MAX_ANNOTATIONS = 12
 UNMEASURED_LABEL = "AI unmeasured (at SM busy %)"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
@@ -37,10 +41,10 @@ _LAYOUT = dict(template={}, font=dict(family="system-ui, sans-serif", size=12), 
                plot_bgcolor="white", hoverlabel=dict(align="left"), margin=dict(l=70, r=20, t=50, b=60))
 
 
-def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
-    """Build the Figure from plain dicts without plotly's per-property validation (it dominates a render);
-    tests validate every chart kind once with go.Figure(fig.to_plotly_json())."""
-    return go.Figure(data=data, layout={**_LAYOUT, **layout}, _validate=False)
+def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:
+    """The Figure as plain dicts, never through go.Figure (its validation and copies dominate a render); tests
+    validate every chart kind once with go.Figure(fig.to_plotly_json())."""
+    return Figure(data, {**_LAYOUT, **layout})
 
 
 def _t(text: Any) -> str:
@@ -89,9 +93,13 @@ _WORDS = {"hbm": "HBM", "l2": "L2", "l1": "L1", "dram": "DRAM", "gemm": "GEMM"}
 def roof_name(key: str, value: float, unit: str, measured: bool) -> str:
     """A roof as its legend names it: readable words, its value and which roof (the key path is on hover):
     h200_sm90.empirical.device_copy_tbps -> `device copy 4.4 TB/s (measured)`."""
+    return f"{_roof_words(key)} {value:g} {unit} ({'measured' if measured else 'datasheet'})"
+
+
+def _roof_words(key: str) -> str:
+    """A roof's key path as readable words: h200_sm90.bf16_dense_tflops -> `bf16 dense`."""
     leaf = key.rsplit(".", 1)[-1].removesuffix("_tflops").removesuffix("_tbps")
-    words = " ".join(_WORDS.get(w, w) for w in leaf.split("_"))
-    return f"{words} {value:g} {unit} ({'measured' if measured else 'datasheet'})"
+    return " ".join(_WORDS.get(w, w) for w in leaf.split("_"))
 
 
 def _roof_traces(model: RooflineModel, lo: int, hi: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -222,7 +230,7 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                 hovertemplate=template.replace("HW.", f"{model.hardware}."),
             ))
     traces += _useful_traces(model)
-    # one legend-only trace per level; left out past GL_THRESHOLD points, where they would double the page
+    # one legend-only trace per level; left out of WebGL traces (thousands of points), where they would double the page
     for level, symbol in (("l2", "square-open"), ("l1", "triangle-up-open")) if not use_gl else ():
         pts = [p for p in model.points if getattr(p, f"ai_{level}") is not None]
         if pts:
@@ -235,6 +243,43 @@ def _kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, st
                               f"<extra></extra>",
             ))
     return traces
+
+
+def _compact_kernel_traces(model: RooflineModel, use_gl: bool, contexts: Mapping[str, str]) -> list[dict[str, Any]]:
+    """For every cell at once, per compute roof the kernels are judged against (ceiling_key), in that roof's colour:
+    a trace of filled markers (measured AI) and one of hollow ones (the AI-unmeasured strip). Each point's last
+    customdata slot starts with its cell, `cell-3 (isl=128)`: hover shows it and the click handler reads it (these
+    traces have no cell legendgroup). No L2 / L1 points: they would double the page."""
+    colors = _roof_colors(model)
+    rank = {r.key: i for i, r in enumerate(model.roofs)}  # the roofs' legend order; filled traces first
+    groups: dict[tuple[bool, int, str], list[RoofPoint]] = {}
+    for p in sorted(model.points, key=lambda p: p.cell_id):  # stable: cell by cell, as the per-cell traces
+        groups.setdefault((not p.measured, rank.get(p.ceiling_key, len(rank)), p.ceiling_key), []).append(p)
+    traces: list[dict[str, Any]] = []
+    hollow_index = 0
+    for i, ((hollow, _, key), pts) in enumerate(sorted(groups.items())):
+        xs: list[float | None]
+        if hollow:
+            xs = [round(0.5 + 0.08 * (((hollow_index + j) % 9) - 4), 3) for j in range(len(pts))]
+            hollow_index += len(pts)
+            ys, axes = [_r(p.sm_pct, 3) for p in pts], {"xaxis": "x2", "yaxis": "y2"}
+        else:
+            xs, ys, axes = [_r(p.ai, 3) for p in pts], [_r(p.achieved_tflops, 3) for p in pts], {}
+        custom = [[*_customdata(p, False), f"{p.cell_id} ({_t(contexts[p.cell_id])})" if contexts.get(p.cell_id)
+                   else p.cell_id] for p in pts]
+        hover = (HOVER_UNMEASURED if hollow else HOVER_MEASURED_GL).replace("CONTEXT", "")
+        traces.append(dict(
+            type="scattergl" if use_gl else "scatter", x=xs, y=ys, mode="markers", **axes,
+            name=_t(f"{_roof_words(key)} roof · {UNMEASURED_LABEL if hollow else 'AI measured'}"),
+            # one colour per trace and no outline on filled markers: plotly styles each of 10,000 points (open
+            # markers are stroked in their fill colour)
+            marker=dict(color=colors.get(key, PALETTE[i % len(PALETTE)]), symbol="circle-open" if hollow else "circle",
+                        size=[round(_size(p), 1) for p in pts], line=dict(width=1.5 if hollow else 0)),
+            customdata=custom,
+            hovertemplate=hover.replace("CELL", f"%{{customdata[{len(custom[0]) - 1}]}}").replace(
+                "HW.", f"{model.hardware}."),
+        ))
+    return traces + _useful_traces(model)
 
 
 USEFUL_NAME = f"useful work (kernels executing >= {PADDING_FLAG:g}x their op's FLOPs)"
@@ -318,16 +363,19 @@ def _labels(model: RooflineModel, x_range: tuple[float, float], y_range: tuple[f
 
 
 def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
-             contexts: Mapping[str, str] | None = None) -> go.Figure:
+             contexts: Mapping[str, str] | None = None, compact_threshold: int | None = None) -> Figure:
     """Log-log roofline: roofs named by key path (each its colour) with ridge points, filled markers (measured AI)
     labelled for the biggest kernels, and a separate strip of hollow markers (AI unmeasured) by SM busy %.
 
     contexts: cell id -> a short context line shown in that cell's hover (e.g. the fields that vary).
+    compact_threshold: more points than this (default COMPACT_THRESHOLD, read at call time): one trace per marker
+    kind instead of one per cell.
     """
     lo, hi = _x_extent(model)
     roofs, annotations = _roof_traces(model, lo, hi)
     use_gl = len(model.points) > gl_threshold
-    traces = roofs + _kernel_traces(model, use_gl, contexts or {})
+    compact = len(model.points) > (COMPACT_THRESHOLD if compact_threshold is None else compact_threshold)
+    traces = roofs + (_compact_kernel_traces if compact else _kernel_traces)(model, use_gl, contexts or {})
     ys = [_tflops(p) for p in model.points if p.measured] + [r.value for r in model.roofs if not r.is_memory]
     ys += [p.useful[1] for p in model.points if p.useful]
     mem = model.memory_roof
@@ -353,7 +401,7 @@ def roofline(model: RooflineModel, title: str, gl_threshold: int = GL_THRESHOLD,
 
 
 def bars(rows: Sequence[Mapping[str, Any]], label_key: str, value_key: str, title: str, axis_title: str,
-         limit: int = 30) -> go.Figure:
+         limit: int = 30) -> Figure:
     """Horizontal bars of value_key per row (largest first, at most `limit`), e.g. time share per kernel."""
     rows = sorted((r for r in rows if r.get(value_key) is not None),
                   key=lambda r: (-float(r[value_key]), str(r[label_key])))[:limit]
@@ -383,7 +431,7 @@ def stall_color(reason: str) -> str:
     return STALL_COLORS[i % len(STALL_COLORS)]
 
 
-def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) -> go.Figure:
+def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) -> Figure:
     """Stacked horizontal bars: each kernel's warp-stall breakdown (% of stall cycles per issued instruction), each
     reason in its own colour (stall_color: the same on every page), biggest reasons first."""
     rows = [r for r in rows if r.get("warp_stalls_pct")][:limit]
@@ -405,7 +453,7 @@ def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) 
 
 
 def grouped(rows: Sequence[Mapping[str, Any]], x_key: str, series: Sequence[tuple[str, str]], title: str,
-            axis_title: str, barmode: str = "group") -> go.Figure:
+            axis_title: str, barmode: str = "group") -> Figure:
     """Bars of several series (key, label) per x (e.g. GPU busy vs host gap per decode step)."""
     xs = [_t(r[x_key]) for r in rows]
     traces = [dict(type="bar", x=xs, y=[_r(r.get(key)) for r in rows], name=_t(label),
@@ -420,7 +468,7 @@ CHANGE_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "suspicious"
 
 
 def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, Any]], title: str,
-            axis_title: str, unit: str = "publication") -> go.Figure:
+            axis_title: str, unit: str = "publication") -> Figure:
     """One series over publications (`x` the publication's number, hover its id and time) with the level of each
     segment dotted; each change point (`x` its first publication of the new level) a dashed line between the two
     levels and a diamond in its label's colour, annotated with label and change."""
@@ -468,7 +516,7 @@ def history(points: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, 
         yaxis=_axis(axis_title)))
 
 
-def predicted_vs_realized(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
+def predicted_vs_realized(rows: Sequence[Mapping[str, Any]]) -> Figure:
     """Each settled prediction: predicted gain (x) against the realized end-to-end gain and the named kernels' realized
     gain (y), % of the cell's time, with the y = x line a perfect prediction sits on; one colour per kind."""
     kinds = sorted({str(r["kind"]) for r in rows})

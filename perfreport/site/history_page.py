@@ -137,7 +137,7 @@ def _tables(page: Page, series: list[dict[str, Any]], drawn: dict[int, str], var
                 "href": f"#{drawn[i]}" if i in drawn else None}
 
     page.add_table(Table("changes", "Change points (every series)", [
-        C("cell_id", "cell"), C("kernel", "kernel", wrap=True), C("set", "set"), *context, C("label", "label"),
+        C("cell_id", "cell"), C("kernel", "kernel", "kernel"), C("set", "set"), *context, C("label", "label"),
         C("publication", "publication", "num"), C("publication_id", "publication id"),
         C("published_at", "published at"), C("points", "points", "num"), C("before", "before", value_fmt),
         C("after", "after", value_fmt), C("change_pct", "change", "pct"), C("p_value", "p-value", "num")],
@@ -146,7 +146,7 @@ def _tables(page: Page, series: list[dict[str, Any]], drawn: dict[int, str], var
         note="A change point is the first publication of a new level. A click on a kernel opens its chart (drawn for "
              f"the first {MAX_CHARTS} series)."))
     page.add_table(Table("series", "Every series", [
-        C("cell_id", "cell"), C("kernel", "kernel", wrap=True), C("set", "set"), *context,
+        C("cell_id", "cell"), C("kernel", "kernel", "kernel"), C("set", "set"), *context,
         C("grid_size", "grid"), C("block_size", "block"), C("instance", "instance", "num"),
         C("points", "points", "num"), C("first", "first", value_fmt), C("latest", "latest", value_fmt),
         C("first_at", "first published"), C("latest_at", "latest published"), C("status", "change points")],
@@ -155,7 +155,7 @@ def _tables(page: Page, series: list[dict[str, Any]], drawn: dict[int, str], var
           "first_at": s["points"][0]["published_at"], "latest_at": s["points"][-1]["published_at"],
           "status": _status(s)} for i, s in enumerate(series)], link_key="kernel"))
     page.add_table(Table("points", "Every point (one row per series and publication)", [
-        C("cell_id", "cell"), C("kernel", "kernel", wrap=True), C("set", "set"), *context,
+        C("cell_id", "cell"), C("kernel", "kernel", "kernel"), C("set", "set"), *context,
         C("publication", "publication", "num"), C("publication_id", "publication id"),
         C("published_at", "published at"), C("value", "value", value_fmt)],
         [{**head(i, s), **p, "publication": by_id[p["publication_id"]]} for i, s in enumerate(series)
@@ -190,7 +190,7 @@ def _trials(page: Page, series: list[dict[str, Any]]) -> None:
 
 
 PREDICTION_COLUMNS = [
-    C("cell_id", "cell"), C("kind", "kind"), C("lever", "lever"), C("kernel", "kernel", wrap=True),
+    C("cell_id", "cell"), C("kind", "kind"), C("lever", "lever"), C("kernel", "kernel", "kernel"),
     C("predicted_pct", "predicted", "pct"), C("settled_by", "settled by", wrap=True),
     C("realized_kernel_pct", "realized: its kernels", "pct"), C("realized_gpu_pct", "realized: GPU", "pct"),
     C("realized_e2e_pct", "realized: end to end", "pct"), C("e2e_metric", "end-to-end number"),

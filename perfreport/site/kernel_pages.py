@@ -31,14 +31,16 @@ NCU_OPEN = "ncu --import {report} --launch-skip {{launch}} --launch-count 1 --pa
 UI_OPEN = "ncu-ui {report}  (then pick ID {{launch}} in the result list)"
 
 
-# After a roofline is drawn: a click on a kernel marker opens its page. The trace's legendgroup is the cell, the
-# point's customdata[1] starts with the kernel id (charts._customdata); other traces (roofs, ridges) have neither.
+# After a roofline is drawn: a click on a kernel marker opens its page. The cell is the trace's legendgroup or, in a
+# trace of every cell (charts._compact_kernel_traces, no legendgroup), the first word of the point's last customdata
+# slot; customdata[1] starts with the kernel id (charts._customdata); other traces (roofs, ridges) have no kernel id.
 CLICK_SCRIPT = (
     "var gd = document.getElementById('{plot_id}');"
     "gd.on('plotly_click', function (e) {"
-    " var p = e.points && e.points[0]; if (!p || !p.customdata || !p.data.legendgroup) return;"
-    " var k = String(p.customdata[1]).split(' ')[0]; if (!/^k[0-9]+$/.test(k)) return;"
-    " window.location.href = 'kernel-' + encodeURIComponent(p.data.legendgroup) + '.html#' + k; });"
+    " var p = e.points && e.points[0]; if (!p || !p.customdata) return;"
+    " var cell = p.data.legendgroup || String(p.customdata[p.customdata.length - 1]).split(' ')[0];"
+    " var k = String(p.customdata[1]).split(' ')[0]; if (!cell || !/^k[0-9]+$/.test(k)) return;"
+    " window.location.href = 'kernel-' + encodeURIComponent(cell) + '.html#' + k; });"
 )
 
 
@@ -98,12 +100,9 @@ def kernel_data(data: CampaignData, cd: CellData) -> str:
     return _inline_json(head[:-1] + ',"doc":' + (cd.kernels_json or "null") + "}")
 
 
-def kernel_pages(data: CampaignData) -> list[Page]:
-    """One kernel page per cell (kernel-<cell>.html); it lists the cell's kernels when opened without a '#'."""
-    pages = []
-    for cd in data.cells:
-        page = Page(f"kernel-{cd.id}.html", TEMPLATE, f"Kernels of cell {cd.id}")
-        # no '<' in it (_inline_json): nothing in it can end the script element it sits in
-        page.context.update(cell_id=cd.id, kernel_json=Markup(kernel_data(data, cd)), script=SCRIPT)  # noqa: S704
-        pages.append(page)
-    return pages
+def kernel_page(data: CampaignData, cd: CellData) -> Page:
+    """A cell's kernel page (kernel-<cell>.html); it lists the cell's kernels when opened without a '#'."""
+    page = Page(f"kernel-{cd.id}.html", TEMPLATE, f"Kernels of cell {cd.id}")
+    # no '<' in it (_inline_json): nothing in it can end the script element it sits in
+    page.context.update(cell_id=cd.id, kernel_json=Markup(kernel_data(data, cd)), script=SCRIPT)  # noqa: S704
+    return page

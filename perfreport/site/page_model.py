@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
-
 from perfreport.files import csv_cell
+from perfreport.kernels.labels import ELIDED
 from perfreport.site.templating import CELL_FORMATTERS, NUM_COLUMN_RULES, NUMERIC_FORMATS, header
 
 TABLE_SCHEMA_VERSION = 1
@@ -44,11 +43,15 @@ class HtmlTable:
     td:nth-child(4)`), not by a class on each cell: on a 400-row table that class alone weighs tens of KB. Past
     templating.NUM_COLUMN_RULES columns the cells carry class "num". The browser sorts a numeric column on the
     number each cell shows (site-tables.js); a null cell shows an em dash, kept last.
+
+    Kernel-name columns (format "kernel", data-name) are capped in width by site.css, so a long name wraps instead
+    of pushing the numbers out of view; a cell whose name is shown with `…` carries the whole name as its title.
     """
 
     head: list[tuple[str, bool]]
-    rows: list[list[tuple[str, str | None, str]]]
+    rows: list[list[tuple[str, str | None, str, str | None]]]  # text, link, class, hover text
     num_columns: str
+    name_columns: str = ""
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Table:
     link_key: str | None = None  # a column whose cell links to row["href"]
     csv_name: str = ""
     json_name: str = ""
+    shared: bool = False  # its downloads are another page's table (rows and columns a superset): written there once
 
     def csv_text(self) -> str:
         """Return the rows as CSV (raw values, header = column keys)."""
@@ -102,12 +106,31 @@ class Table:
         numeric = [self.numeric(c) for c in self.columns]
         ruled = [num and i <= NUM_COLUMN_RULES for i, num in enumerate(numeric, start=1)]  # site.css aligns them
         cols = [(c.key, CELL_FORMATTERS[c.fmt], c.key == self.link_key,
-                 " ".join(n for n, on in (("num", num and not by_css), ("wrap", c.wrap)) if on))
+                 " ".join(n for n, on in (("num", num and not by_css), ("wrap", c.wrap)) if on), c.fmt == "kernel")
                 for c, num, by_css in zip(self.columns, numeric, ruled, strict=True)]
         head = [(c.header, num) for c, num in zip(self.columns, numeric, strict=True)]
-        rows = [[(f(row.get(key)), row.get("href") if link else None, cls) for key, f, link, cls in cols]
+        rows = [[(text := f(row.get(key)), row.get("href") if link else None, cls,
+                  _hover(row, key, text) if name else None) for key, f, link, cls, name in cols]
                 for row in self.rows[:limit]]
-        return HtmlTable(head, rows, " ".join(str(i) for i, on in enumerate(ruled, start=1) if on))
+        names = " ".join(str(i) for i, c in enumerate(self.columns, start=1) if c.fmt == "kernel")
+        return HtmlTable(head, rows, " ".join(str(i) for i, on in enumerate(ruled, start=1) if on), names)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A plotly figure as plotly's own JSON (traces and layout as plain dicts): go.Figure deep-copies and wraps every
+    trace on construction, a third of a 200-cell render; tests validate each chart kind with go.Figure once."""
+
+    data: list[dict[str, Any]]
+    layout: dict[str, Any]
+
+    def to_plotly_json(self) -> dict[str, Any]:
+        """The figure as plotly.js reads it: {"data": [...], "layout": {...}}."""
+        return {"data": self.data, "layout": self.layout}
+
+    def trace_types(self) -> set[str]:
+        """The trace types it draws (a trace without a type is plotly's default, scatter)."""
+        return {str(t.get("type", "scatter")) for t in self.data}
 
 
 @dataclass
@@ -115,7 +138,7 @@ class Chart:
     """A plotly figure with a fixed div id (stable across renders)."""
 
     div_id: str
-    figure: go.Figure
+    figure: Figure
     note: str = ""
     kernel_links: bool = False  # a click on a kernel marker opens its kernel page (kernel_pages.CLICK_SCRIPT)
 
@@ -139,10 +162,14 @@ class Page:
     tables: dict[str, Table] = field(default_factory=dict)
     charts: dict[str, Chart] = field(default_factory=dict)
 
-    def add_table(self, table: Table) -> Table:
-        """Register a table; its downloads are named <page stem>.<table id>.csv / .json."""
-        stem = self.filename.rsplit(".", 1)[0]
-        table.csv_name, table.json_name = f"{stem}.{table.id}.csv", f"{stem}.{table.id}.json"
+    def add_table(self, table: Table, downloads_of: tuple[str, str] | None = None) -> Table:
+        """Register a table; its downloads are named <page stem>.<table id>.csv / .json, or with `downloads_of`
+        (page file, table id) are that page's table, which holds every row and column of this one: one download
+        per table, not one per page showing part of it."""
+        page, table_id = downloads_of or (self.filename, table.id)
+        stem = page.rsplit(".", 1)[0]
+        table.csv_name, table.json_name = f"{stem}.{table_id}.csv", f"{stem}.{table_id}.json"
+        table.shared = downloads_of is not None
         self.tables[table.id] = table
         return table
 
@@ -150,6 +177,14 @@ class Page:
         """Register a chart under its div id."""
         self.charts[chart.div_id] = chart
         return chart
+
+
+def _hover(row: dict[str, Any], key: str, text: str) -> str | None:
+    """A kernel name shown with `…` gets the row's whole demangled name (or its own whole value) as hover text."""
+    if ELIDED not in text:
+        return None
+    full = str(row.get("name") or row.get(key))
+    return full if full != text else None
 
 
 def _encode_row(dump: Any, row: dict[str, Any]) -> str:

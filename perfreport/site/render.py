@@ -1,4 +1,4 @@
-"""Stage 4: `report_render` gathers everything, builds every page in memory, then writes the static site.
+"""Stage 4: `report_render` gathers everything, then builds and writes every page into a staging folder it swaps in.
 
 Layout of <out>/: index.html (every campaign rendered into <out>), static/ (the stylesheet, the table script and
 the plotly.js bundles the pages load, copied once per site), <campaign>/ with 01-08 pages, cell-<id>.html,
@@ -17,12 +17,15 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import json
+import multiprocessing
 import os
 import re
 import shutil
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,7 @@ from perfreport.site.campaign_pages import (
 from perfreport.site.cell_pages import cell_page, compare_page
 from perfreport.site.comparison import comparisons
 from perfreport.site.history_page import History, history_page
-from perfreport.site.kernel_pages import CLICK_SCRIPT, kernel_pages, link_kernels, script_text
+from perfreport.site.kernel_pages import CLICK_SCRIPT, kernel_page, link_kernels, script_text
 from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
 from perfreport.site.page_model import Chart, Page
 from perfreport.site.staging import Staging, link_or_copy
@@ -63,6 +66,10 @@ OWN_STATIC = ("site.css", "site-tables.js")  # templates/, loaded by every page
 STYLESHEET = "site.css"  # rendered (its per-column rules are generated), not copied
 MANIFEST = "site.json"
 WRITERS = 8
+JOBS_ENV = "PERFREPORT_RENDER_JOBS"  # worker processes for the pages; default the CPU count (at most MAX_JOBS)
+MAX_JOBS = 4
+CHUNK = 8  # pages per task handed to a worker: small enough for progress, large enough to amortize the hand-off
+STEPS = ("gather", "build", "html", "downloads", "write")  # the timing split report_render prints
 MAX_HTML_ROWS = 400  # tables longer than this show their first rows; the CSV/JSON downloads have them all
 NAV = (("01-summary.html", "Summary"), ("02-serving.html", "Serving"), ("03-step-budget.html", "Step budget"),
        ("04-time-share.html", "Time share"), ("05-roofline.html", "Roofline"),
@@ -82,13 +89,13 @@ class RenderResult:
     downloads: int
     download_bytes: int
     static: list[Path]  # the files in <out>/static/ this campaign's pages load
+    seconds: dict[str, float] = field(default_factory=dict)  # STEPS (summed over the workers) and "wall"
+    jobs: int = 1  # worker processes that built and wrote the pages
 
 
 def chart_html(chart: Chart) -> Markup:
     """Render a figure as a div + script (no plotly.js), with a fixed div id; refuse an unescaped `</`."""
-    # the figure's own data and layout, not a copy: Figure.to_dict deep-copies every trace, which cost a render of
-    # 200 cells a second or more; to_html only reads them
-    fig = {"data": chart.figure._data, "layout": chart.figure._layout}
+    fig = chart.figure.to_plotly_json()
     html = pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=chart.div_id,
                        config={"displaylogo": False, "responsive": True}, validate=False,
                        post_script=CLICK_SCRIPT if chart.kernel_links else None)
@@ -131,7 +138,7 @@ def plotly_bundle(page: Page) -> str | None:
     """The plotly.js file a page loads: none without a chart, the basic bundle when it draws every trace."""
     if not page.charts:
         return None
-    types = {trace.type for chart in page.charts.values() for trace in chart.figure.data}
+    types = {t for chart in page.charts.values() for t in chart.figure.trace_types()}
     return PLOTLY_BASIC if types <= BASIC_TRACES and basic_bundle_usable() else PLOTLY_JS
 
 
@@ -145,42 +152,142 @@ def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]], plotly: s
     )
 
 
-def build_pages(data: CampaignData, history: History | None = None) -> list[Page]:
-    """Every page of one campaign, in a fixed order (`history`: the lake's series for page 08, None without a lake)."""
+def page_builders(data: CampaignData, history: History | None = None) -> list[Callable[[], Page]]:
+    """What builds each page of one campaign, in a fixed order (`history`: the lake's series for page 08, None
+    without a lake); what several pages share (comparisons, cell contexts, kernel links) is computed here once."""
     groups, mismatches = comparisons([(cd.id, cd.context) for cd in data.cells])
     link_kernels(data)  # before any table is built: every kernel row links to its kernel page
-    pages = [summary_page(data, groups, mismatches), serving_page(data), step_budget_page(data),
-             time_share_page(data), roofline_page(data), internals_page(data), frontier_page(data),
-             history_page(history, data.campaign.id)]
     contexts = cell_contexts(data)
-    pages += [cell_page(data, cd, groups, contexts) for cd in data.cells]
-    pages += [compare_page(data, g) for g in groups]
-    pages += kernel_pages(data)
-    return pages
+    return [partial(summary_page, data, groups, mismatches), partial(serving_page, data),
+            partial(step_budget_page, data), partial(time_share_page, data), partial(roofline_page, data),
+            partial(internals_page, data), partial(frontier_page, data),
+            partial(history_page, history, data.campaign.id),
+            *(partial(cell_page, data, cd, groups, contexts) for cd in data.cells),
+            *(partial(compare_page, data, g) for g in groups),
+            *(partial(kernel_page, data, cd) for cd in data.cells)]
 
 
-def _files(data: CampaignData, pages: list[Page]) -> tuple[dict[str, str], list[str]]:
-    """Every file of the campaign folder (name -> text), and the static files its pages load."""
-    campaign = data.campaign.id
+def build_pages(data: CampaignData, history: History | None = None) -> list[Page]:
+    """Every page of one campaign, in a fixed order."""
+    return [build() for build in page_builders(data, history)]
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What a render worker needs, inherited by fork (never pickled): the builders and where files go."""
+
+    builders: list[Callable[[], Page]]
+    campaign: str
+    staged: Path
+
+
+_WORK: _Work | None = None
+Written = list[tuple[str, int, str | None]]  # (file name, bytes, plotly bundle of a page or None)
+
+
+def _write_plain(path: Path, text: str) -> int:
+    """Write a file of the staging folder (never seen before the swap: no temp file); return its bytes."""
+    data = text.encode("utf-8")
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        if exc.filename is None:  # a write past the disk or size limit names no file: name it
+            raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
+        raise
+    return len(data)
+
+
+def _render_chunk(indices: list[int]) -> tuple[Written, dict[str, float]]:
+    """Build, render and write the pages `indices` with their downloads; what was written and the time per step."""
+    work = _WORK
+    assert work is not None, "_render_chunk runs under _render_pages"
     nav = [{"href": href, "label": label} for href, label in NAV]
-    files: dict[str, str] = {KERNEL_SCRIPT: script_text()}
-    static = {*VENDORED, *OWN_STATIC}
-    for page in pages:
+    spent = dict.fromkeys(STEPS, 0.0)
+    written: Written = []
+    for i in indices:
+        t0 = time.perf_counter()
+        page = work.builders[i]()
+        t1 = time.perf_counter()
         bundle = plotly_bundle(page)
-        if bundle:
-            static.add(bundle)
-        files[page.filename] = _render_page(page, campaign, nav, bundle)
+        texts = {page.filename: _render_page(page, work.campaign, nav, bundle)}
+        t2 = time.perf_counter()
         for table in page.tables.values():
-            files[table.csv_name] = table.csv_text()
-            files[table.json_name] = table.json_text()
+            if table.shared:
+                continue  # its downloads are the campaign page's
+            texts[table.csv_name] = table.csv_text()
+            texts[table.json_name] = table.json_text()
+        t3 = time.perf_counter()
+        written += [(name, _write_plain(work.staged / name, text), bundle if name == page.filename else None)
+                    for name, text in texts.items()]
+        t4 = time.perf_counter()
+        for step, seconds in zip(STEPS[1:], (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            spent[step] += seconds
+    return written, spent
+
+
+def render_jobs(pages: int) -> int:
+    """Worker processes for `pages` pages: PERFREPORT_RENDER_JOBS, else the CPU count (at most MAX_JOBS); 1 where
+    fork is unavailable or for a small site, whose pages take less than starting a worker."""
+    raw = os.environ.get(JOBS_ENV, "")
+    if raw.strip():
+        try:
+            jobs = int(raw)
+        except ValueError as exc:
+            raise InputError(f"{JOBS_ENV}={raw!r}: expected a whole number of worker processes, e.g. "
+                             f"{JOBS_ENV}=2 (1 renders in this process)") from exc
+        if jobs < 1:
+            raise InputError(f"{JOBS_ENV}={raw!r}: expected 1 or more worker processes, e.g. {JOBS_ENV}=2")
+    else:
+        jobs = min(os.cpu_count() or 1, MAX_JOBS) if pages > 4 * CHUNK else 1
+    return jobs if "fork" in multiprocessing.get_all_start_methods() else 1
+
+
+def _render_pages(work: _Work, jobs: int,
+                  progress: Callable[[int, int], None] | None) -> tuple[Written, dict[str, float], int]:
+    """Every page of `work` built, rendered and written into its staging folder, by forked workers when the site is
+    large; `progress(done, total)` after each chunk. Returns the files written (page order), the time per step
+    summed over the workers, and the number of workers."""
+    global _WORK
+    total = len(work.builders)
+    chunks = [list(range(i, min(i + CHUNK, total))) for i in range(0, total, CHUNK)]
+    jobs = max(min(jobs, len(chunks)), 1)
+    results: dict[int, tuple[Written, dict[str, float]]] = {}
+    done = 0
+    _WORK = work
+    try:
+        if jobs == 1:
+            for n, chunk in enumerate(chunks):
+                results[n] = _render_chunk(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+        else:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                for n, result in pool.imap_unordered(_numbered, list(enumerate(chunks))):
+                    results[n] = result
+                    done += len(chunks[n])
+                    if progress:
+                        progress(done, total)
+    finally:
+        _WORK = None
+    written = [w for n in range(len(chunks)) for w in results[n][0]]
+    spent = {step: sum(results[n][1][step] for n in results) for step in STEPS[1:]}
+    return written, spent, jobs
+
+
+def _numbered(item: tuple[int, list[int]]) -> tuple[int, tuple[Written, dict[str, float]]]:
+    return item[0], _render_chunk(item[1])
+
+
+def _manifest(data: CampaignData, names: list[str]) -> str:
+    """site.json: what index.html lists and what the next render drops when no longer written."""
     manifest = {
-        "schema_version": 1, "campaign": campaign, "hardware": data.campaign.hardware,
+        "schema_version": 1, "campaign": data.campaign.id, "hardware": data.campaign.hardware,
         "sol_rigor": data.campaign.sol_rigor, "cells": [cd.id for cd in data.cells],
-        "pages": [p.filename for p in pages], "files": sorted([*files, MANIFEST]),
+        "pages": [n for n in names if n.endswith(".html")], "files": sorted([*names, MANIFEST]),
         "perfreport_version": __version__,
     }
-    files[MANIFEST] = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-    return files, sorted(static)
+    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
 
 
 def _plotly_source() -> Path:
@@ -222,21 +329,20 @@ def _listed(folder: Path) -> set[str]:
     return {n for n in listed if isinstance(n, str)}
 
 
-def _stage_campaign(folder: Path, staged: Path, files: dict[str, str]) -> None:
-    """Write every file into `staged`, plus what the old folder holds that no render wrote (kept, linked)."""
-    staged.mkdir()
-    if folder.is_dir():
-        shutil.copymode(folder, staged)
-        stale = _listed(folder)  # written by the previous render and not by this one: dropped
-        for entry in folder.iterdir():
-            if entry.name in files or entry.name in stale:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.copytree(entry, staged / entry.name, symlinks=True, copy_function=link_or_copy)
-            else:
-                link_or_copy(entry, staged / entry.name)
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:  # file creation waits on the disk, not on the GIL
-        list(pool.map(lambda item: write_text_atomic(staged / item[0], item[1]), sorted(files.items())))
+def _carry_over(folder: Path, staged: Path, written: set[str]) -> None:
+    """Link into `staged` what the old folder holds that no render wrote (kept: a user's own files); what the
+    previous render wrote and this one did not is dropped."""
+    if not folder.is_dir():
+        return
+    shutil.copymode(folder, staged)
+    stale = _listed(folder)
+    for entry in folder.iterdir():
+        if entry.name in written or entry.name in stale:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, staged / entry.name, symlinks=True, copy_function=link_or_copy)
+        else:
+            link_or_copy(entry, staged / entry.name)
 
 
 def index_href(folder: str) -> str:
@@ -281,17 +387,22 @@ def _site_root(out_dir: Path, campaign: str) -> Path:
     return site
 
 
-def report_render(campaign_dir: Path, out_dir: Path, history: History | None = None) -> RenderResult:
+def report_render(campaign_dir: Path, out_dir: Path, history: History | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> RenderResult:
     """Render one campaign into <out_dir>/<campaign>/ and refresh <out_dir>/index.html, whole or not at all.
 
     `history` is the campaign's series from the lake (the CLI reads them: the site never imports the lake); without
     it page 08 says how to get them.
 
-    Everything is rendered in memory, written into a staging folder, then swapped in (site/staging.py): a failure
-    at any point leaves the site as it was.
+    Every page and download is written into a staging folder (by forked workers on a large site, `progress(done,
+    total)` after each batch of pages), then swapped in (site/staging.py): a failure at any point leaves the site as
+    it was. The result carries the time per step (STEPS, summed over the workers) and the wall time.
     """
+    start = time.perf_counter()
     data = gather(Path(campaign_dir))
-    files, static = _files(data, build_pages(data, history))  # everything rendered before anything is written
+    builders = page_builders(data, history)
+    jobs = render_jobs(len(builders))  # a bad PERFREPORT_RENDER_JOBS is refused before anything is written
+    gathered = time.perf_counter() - start
     site = _site_root(out_dir, data.campaign.id)
     folder = site / data.campaign.id
     made = not site.exists()
@@ -301,8 +412,16 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
             staging = Staging(site, data.campaign.id)
             try:
                 staged = staging.root / data.campaign.id
-                _stage_campaign(folder, staged, files)
+                staged.mkdir()
+                written, seconds, jobs = _render_pages(_Work(builders, data.campaign.id, staged), jobs,
+                                                        progress)
+                shared = {KERNEL_SCRIPT: script_text()}
+                shared[MANIFEST] = _manifest(data, [*(w[0] for w in written), KERNEL_SCRIPT])
+                with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+                    list(pool.map(lambda item: write_text_atomic(staged / item[0], item[1]), shared.items()))
+                _carry_over(folder, staged, {w[0] for w in written} | set(shared))
                 staging.add(staged, folder)
+                static = sorted({*VENDORED, *OWN_STATIC, *(w[2] for w in written if w[2])})
                 static_paths = _stage_static(site, staging, static)
                 index = site / "index.html"
                 write_text_atomic(staging.root / "index.html", _index_html(site, {data.campaign.id: staged}))
@@ -315,6 +434,8 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
             with contextlib.suppress(OSError):
                 site.rmdir()
         raise
-    pages = [(folder / n, len(t.encode("utf-8"))) for n, t in files.items() if n.endswith(".html")]
-    downloads = [len(t.encode("utf-8")) for n, t in files.items() if n.endswith((".csv", ".json")) and n != MANIFEST]
-    return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), static_paths)
+    pages = [(folder / name, size) for name, size, _ in written if name.endswith(".html")]
+    downloads = [size for name, size, _ in written if name.endswith((".csv", ".json"))]
+    seconds = {"gather": gathered, **seconds, "wall": time.perf_counter() - start}
+    return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), static_paths,
+                        seconds, jobs)

@@ -17,6 +17,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from perfreport.kernels.labels import short_name
+
 EMPTY = "—"
 # Table cells carry the number only; its unit is in the column header ("duration (µs)"), so a column reads as one
 # scale and sorts as one. Formats not listed here have no unit of their own (a Column may name one).
@@ -98,6 +100,7 @@ def exceeded(v: Any) -> str:
 FORMATTERS = {
     "num": num, "pct": pct, "duration_ns": duration_ns, "ms": ms, "bytes": size_bytes, "value": value,
     "text": lambda v: EMPTY if v is None else str(v), "exceeded": exceeded,
+    "kernel": lambda v: EMPTY if v is None else short_name(str(v)),  # the whole name on hover (page_model)
 }
 # The same formats in a table cell: the number without its unit (UNITS puts it in the header), one scale per column.
 CELL_FORMATTERS = {

@@ -304,6 +304,7 @@ def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
 def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnection:
     """open_campaign for a campaign and ceilings already loaded (gather reads both for itself too)."""
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # our verbs print their own progress, never DuckDB's bar
     _create_tables(con)
     _load_cells(con, campaign)
     _load_ncu(con, campaign)
