@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from test_browser import Visit, browser  # noqa: F401 - the module's Chromium fixture
+from test_kernel_identity import ADD_REP
 from test_site_pages import tables
 
 from perfreport.kernels.labels import SHOWN, short_name
@@ -29,8 +30,7 @@ WILD = ROOT / "tests" / "data" / "wild"
 EAGER = PAIR / "captures" / "eager" / "layer_full.ncu-rep.gz"
 
 # (a real demangled name, its short name): the function and the template arguments that say what it computes
-ATEN_ADD = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, "
-            "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+ATEN_ADD = ADD_REP  # as ncu's report prints it
 # ncu's CSV spelling (tests/data/h200_rep_layouts/metrics-raw.csv): a mean and a sum reduction
 ATEN_MEAN = ("reduce_kernel<512, 1, at::ReduceOp<float, at::MeanOps<float, float, float, float>, unsigned int, float, "
              "4, 4>>(T3)")

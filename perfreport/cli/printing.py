@@ -224,8 +224,7 @@ def render_progress() -> Callable[[int, int], None]:
 def timing_text(result: RenderResult) -> str:
     """Where a render's time went: the wall time, then each step (summed over the workers when there are several)."""
     s = result.seconds
-    steps = ", ".join(f"{step} {s[step]:.2f} s" for step in ("gather", "build", "html", "downloads", "write")
-                      if step in s)
+    steps = ", ".join(f"{step} {v:.2f} s" for step, v in s.items() if step != "wall")  # in report_render's order
     workers = f"; build to write summed over {result.jobs} worker processes" if result.jobs > 1 else ""
     return f"rendered in {s.get('wall', 0.0):.2f} s: {steps}{workers}"
 

@@ -107,6 +107,15 @@ def _since(value: str | None) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=datetime.now().astimezone().tzinfo)
 
 
+def _pattern(value: str | None, option: str, example: str) -> re.Pattern[str] | None:
+    """The regular expression an option names (None when not given), refused in one line when it does not compile."""
+    try:
+        return re.compile(value) if value else None
+    except re.error as exc:
+        raise PerfReportError(f"{option} {value!r}: not a valid regular expression ({exc}). Example: {example}") \
+            from exc
+
+
 def check_metric(metric: str, option: str = "lake regressions --metric") -> None:
     """Refuse a metric that is no numeric kernel column, naming the option it came from."""
     if metric not in METRICS:
@@ -121,11 +130,7 @@ def lake_regressions(lake: str | Path | None, metric: str = "duration_ns", kerne
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
     check_metric(metric)
-    try:
-        pattern = re.compile(kernel) if kernel else None
-    except re.error as exc:
-        raise PerfReportError(f"lake regressions --kernel {kernel!r}: not a valid regular expression ({exc}). "
-                              f"Example: --kernel 'nvjet|gemm'") from exc
+    pattern = _pattern(kernel, "lake regressions --kernel", "--kernel 'nvjet|gemm'")
     start = _since(since)
     where, catalog = open_lake(lake)
     if "kernel_history" not in table_names(catalog):
@@ -190,30 +195,29 @@ def _series_rows(line: Series) -> list[Regression]:
     return rows
 
 
+TRIAL_TABLES = frozenset({"trials", "cells", "publications"})  # what trial_regressions reads
 TRIAL_KERNEL = "trials"  # the kernel column of a trial series: a cell's repeated numbers, not one kernel's capture
 
 
 def trial_regressions(lake: str | Path | None, metric: str | None = None, since: str | None = None,
-                      campaign: str | None = None) -> RegressionsResult:
+                      campaign: str | None = None, missing_ok: bool = False) -> RegressionsResult:
     """Change points over trials: one series per repeated number (the lake's trials table: end-to-end results, the
     kernel time, each kernel's time per launch) of one work on one chip (rows.MATCH_FIELDS of the cells table), its
     cells in publication order and each cell's trials in trial order. A before/after pair of cells is one series and
     its change point names the cell and publication whose trials start the new level; `metric` is a regular
-    expression over the repeated numbers' names."""
-    try:
-        pattern = re.compile(metric) if metric else None
-    except re.error as exc:
-        raise PerfReportError(f"lake regressions --trials --metric {metric!r}: not a valid regular expression ({exc}). "
-                              f"Example: --metric tpot") from exc
+    expression over the repeated numbers' names; a lake without trials is an error, or no series with missing_ok."""
+    pattern = _pattern(metric, "lake regressions --trials --metric", "--metric tpot")
     start = _since(since)
     where, catalog = open_lake(lake)
-    if not {"trials", "cells", "publications"} <= set(table_names(catalog)):
+    if not set(table_names(catalog)) >= TRIAL_TABLES:
+        if missing_ok:
+            return RegressionsResult(metric or "trials", 0)
         raise PerfReportError(f"lake {str(where)!r}: no trials table; publish a campaign whose cells have trials "
                               f"(`trials:` in its config, or import_torch_trace --trial N) and run it again.")
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
     only = AlwaysTrue() if campaign is None else EqualTo("campaign", campaign)  # type: ignore[call-arg, arg-type]
-    tables = load_tables(catalog, ["trials", "cells", "publications"])
+    tables = load_tables(catalog, sorted(TRIAL_TABLES))
     cells = tables["cells"].scan(selected_fields=("campaign", "cell_id", *SERIES_FIELDS), row_filter=only)
     work = {(r["campaign"], r["cell_id"]): tuple(r[f] for f in SERIES_FIELDS) for r in cells.to_arrow().to_pylist()}
     pubs = tables["publications"].scan(selected_fields=("publication_id", "published_at")).to_arrow().to_pylist()
@@ -271,8 +275,5 @@ def campaign_series(lake: str | Path, campaign_dir: str | Path, metric: str = "d
 
     check_metric(metric, "report_render --history-metric")
     campaign = load_campaign(Path(campaign_dir)).id
-    series = history_series(lake_regressions(lake, metric, campaign=campaign), campaign)
-    _, catalog = open_lake(lake)
-    if {"trials", "cells", "publications"} <= set(table_names(catalog)):
-        series += history_series(trial_regressions(lake, campaign=campaign), campaign)
-    return series
+    return (history_series(lake_regressions(lake, metric, campaign=campaign), campaign)
+            + history_series(trial_regressions(lake, campaign=campaign, missing_ok=True), campaign))
