@@ -1,14 +1,15 @@
 // Draws kernel-<cell>.html: the kernel row named after the '#' (kernel-prefill.html#k003), or the cell's kernel
-// list without one. The data is the page's #kernel-data block; PERFREPORT_FIELDS (written above this code) gives
+// list without one. The data is the page's #kernel-data block (JSON, deflated and base64-encoded: its
+// data-encoding, site/kernel_pages.py DATA_ENCODING), inflated by DecompressionStream before anything is drawn;
+// PERFREPORT_FIELDS (written above this code) gives
 // each derived number's unit, formula and the ncu metrics it read. Every text goes in through textContent:
 // kernel names and rule messages are data, never markup.
 (function () {
   "use strict";
   var FIELDS = PERFREPORT_FIELDS;
   var PADDING_FLAG = PERFREPORT_PADDING_FLAG;  // warehouse/roofline.py PADDING_FLAG, written above this code
-  var data = JSON.parse(document.getElementById("kernel-data").textContent);
   var root = document.getElementById("kernel");
-  var kernels = (data.doc && data.doc.kernels) || [];
+  var data = null, kernels = [];  // set by readData before the first draw
   var DASH = "\u2014";
 
   function el(tag, text, cls) {
@@ -296,6 +297,26 @@
     launches(k);
     document.title = label(k) + " \u00b7 " + data.cell + " \u00b7 perftunereport";
   }
-  window.addEventListener("hashchange", draw);
-  draw();
+  function readData() {
+    var block = document.getElementById("kernel-data");
+    var encoding = block.getAttribute("data-encoding");
+    if (!encoding) return Promise.resolve(JSON.parse(block.textContent));
+    if (encoding !== "deflate-raw+base64" || typeof DecompressionStream === "undefined") {
+      return Promise.reject(new Error("this browser cannot read the page's data (" + encoding + "): it needs " +
+                                      "DecompressionStream (Chrome 80, Firefox 113, Safari 16.4 or later)"));
+    }
+    var text = atob(block.textContent.trim());
+    var bytes = new Uint8Array(text.length);
+    for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+    return new Response(stream).text().then(JSON.parse);
+  }
+  readData().then(function (d) {
+    data = d;
+    kernels = (data.doc && data.doc.kernels) || [];
+    window.addEventListener("hashchange", draw);
+    draw();
+  }, function (err) {
+    root.appendChild(el("div", String(err && err.message || err), "missing"));
+  });
 })();

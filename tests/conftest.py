@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import yaml
 from click.testing import CliRunner
 
 from perfreport.cli.main import cli
+from perfreport.site.kernel_pages import DATA_ENCODING, decode_data
 from perfreport.site.render import RenderResult, report_render
 from perfreport.warehouse.campaign_import import import_campaign
 
@@ -31,6 +33,16 @@ EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"
 TORCH_TRACE = ROOT / "tests" / "data" / "torch" / "workload_torch_trace.json.gz"
 EVIL_KERNEL = "<img src=x onerror=alert(1)>"
 EVIL_FIELD = '</script><script>alert("field")</script>'
+
+
+def kernel_page_data(page: Path | str) -> Any:
+    """The data a kernel page (kernel-<cell>.html, a path or its text) holds in its #kernel-data block, inflated."""
+    text = page.read_text(encoding="utf-8") if isinstance(page, Path) else page
+    match = re.search(r'<script type="application/octet-stream" id="kernel-data" data-encoding="([^"]+)">(.*?)'
+                      r'</script>', text, re.S)
+    assert match, "no #kernel-data block in the kernel page"
+    assert match.group(1) == DATA_ENCODING
+    return decode_data(match.group(2))
 
 
 def copy_example(dst: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVIL_FIELD, EVIL_KERNEL
+from conftest import EVIL_FIELD, EVIL_KERNEL, kernel_page_data
 
 from perfreport.site import charts
 from perfreport.site.charts import USEFUL_NAME
@@ -252,9 +252,7 @@ def test_hostile_names_render_as_text_and_no_dialog_fires(browser: Any, evil_sit
 
 
 def _kernel_doc(page: Path) -> dict[str, Any]:
-    text = page.read_text()
-    start = text.index('id="kernel-data">') + len('id="kernel-data">')
-    return json.loads(text[start:text.index("</script>", start)])
+    return dict(kernel_page_data(page))
 
 
 def test_kernel_page_draws_every_part_of_one_kernel(browser: Any, example_site: RenderResult) -> None:

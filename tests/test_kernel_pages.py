@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import kernel_page_data
 
 from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
@@ -17,7 +18,7 @@ from perfreport.ncu.csv.read import read_csv_export
 from perfreport.ncu.importer import import_ncu
 from perfreport.ncu.model import rule_row
 from perfreport.ncu.rep.reader import read_rep
-from perfreport.site.kernel_pages import field_table, kernel_data, kernel_href, open_commands
+from perfreport.site.kernel_pages import decode_data, encode_data, field_table, kernel_data, kernel_href, open_commands
 from perfreport.site.render import RenderResult
 from perfreport.warehouse.gather import gather
 
@@ -156,15 +157,17 @@ def test_kernel_data_is_the_imported_json_and_cannot_end_its_script(example_site
     data = gather(example_campaign)
     for cd in data.cells:
         text = kernel_data(data, cd)
-        assert "<" not in text
+        block = encode_data(text)
+        assert re.fullmatch(r"[A-Za-z0-9+/]+=*", block), "base64 only: nothing in it can end its <script>"
+        assert len(block) < len(text) / 2, (len(block), len(text))  # deflated: the point of the encoding
         doc = json.loads(text)
+        assert decode_data(block) == doc
         assert doc["cell"] == cd.id and doc["doc"] == json.loads(cd.kernels_json)
         assert {s["source"] for s in doc["sources"]} == {s["source"] for s in cd.sources}
         assert all("{launch}" in " ".join(s["open"]) for s in doc["sources"])
         assert doc["join"] and all(r["cell_id"] == cd.id for r in doc["join"])
-        page = (example_site.campaign_site / f"kernel-{cd.id}.html").read_text()
-        block = re.search(r'<script type="application/json" id="kernel-data">(.*?)</script>', page, re.S)
-        assert block and json.loads(block.group(1))["doc"]["kernels"] == doc["doc"]["kernels"]
+        page = example_site.campaign_site / f"kernel-{cd.id}.html"
+        assert kernel_page_data(page)["doc"]["kernels"] == doc["doc"]["kernels"]
 
 
 def test_every_kernel_table_row_links_to_an_existing_kernel_page(example_site: RenderResult) -> None:
@@ -175,10 +178,7 @@ def test_every_kernel_table_row_links_to_an_existing_kernel_page(example_site: R
     assert "kernel-page.js" in manifest["files"]
     ids: dict[str, set[str]] = {}  # each cell's kernel ids, from its kernel page's own data
     for c in cells:
-        page = (site / f"kernel-{c}.html").read_text()
-        block = re.search(r'id="kernel-data">(.*?)</script>', page, re.S)
-        assert block is not None
-        ids[c] = {k["id"] for k in json.loads(block.group(1))["doc"]["kernels"]}
+        ids[c] = {k["id"] for k in kernel_page_data(site / f"kernel-{c}.html")["doc"]["kernels"]}
     linked: dict[str, int] = {}
     for name in ("06-kernel-internals.html", "04-time-share.html", "05-roofline.html", "07-frontier.html",
                  *[f"cell-{c}.html" for c in cells]):

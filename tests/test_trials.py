@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import EXAMPLE, TORCH_TRACE, run_cli, write_config
+from conftest import EXAMPLE, TORCH_TRACE, kernel_page_data, run_cli, write_config
 from test_browser import Visit, browser  # noqa: F401  (the browser fixture)
 
 from perfreport.config.campaign import load_campaign, trial_number
@@ -491,9 +491,7 @@ def test_the_comparison_page_compares_every_repeated_number(pair: Path, pair_sit
 def test_the_kernel_page_shows_the_kernel_over_trials(browser: Any, pair_site: Path,  # noqa: F811
                                                       example_site: RenderResult) -> None:
     join = _table(pair_site, "04-time-share.join")["rows"]
-    doc = (pair_site / f"kernel-{EAGER}.html").read_text()
-    start = doc.index('id="kernel-data">') + len('id="kernel-data">')
-    data = json.loads(doc[start:doc.index("</script>", start)])
+    data = kernel_page_data(pair_site / f"kernel-{EAGER}.html")
     sdpa = next(r for r in data["join"] if r["label"].startswith("cudnn_generated_fort_native_sdpa"))
     assert sdpa["launch_us_trials"] == next(r["launch_us_trials"] for r in join
                                             if r["cell_id"] == EAGER and r["label"] == sdpa["label"])
@@ -502,8 +500,7 @@ def test_the_kernel_page_shows_the_kernel_over_trials(browser: Any, pair_site: P
                                    f"{sdpa['share_trials']} % (mean [95% CI] over the cell's timeline trials)")
     assert rows["over trials"].startswith("time per launch 178 [177.9, 178.2] (n=9) µs; time share 46.19 [")
     site = example_site.campaign_site
-    example = json.loads((site / f"kernel-{DECODE}.html").read_text().split('id="kernel-data">')[1]
-                         .split("</script>")[0])
+    example = kernel_page_data(site / f"kernel-{DECODE}.html")
     kernel_id = next(r["kernel_id"] for r in example["join"] if r["label"].startswith("cudnn_generated"))
     rows = _headline(browser, site / f"kernel-{DECODE}.html", kernel_id)
     assert rows["over trials"].startswith("one measurement: no timeline trials")
@@ -515,7 +512,7 @@ def test_a_split_kernel_with_trials_is_not_called_one_measurement(browser: Any, 
     rows are parts (split by ncu time), which carry no trial columns, so the page must not say the cell has no
     timeline trials."""
     page = two_trials_site.campaign_site / f"kernel-{DECODE}.html"
-    data = json.loads(page.read_text().split('id="kernel-data">')[1].split("</script>")[0])
+    data = kernel_page_data(page)
     split = next(r for r in data["join"] if r["label"].startswith("splitKreduce_kernel") and r["part"] == 1)
     whole = next(r for r in data["join"] if r["label"].startswith("cudnn_generated"))
     assert _headline(browser, page, whole["kernel_id"])["over trials"].startswith("time per launch ")

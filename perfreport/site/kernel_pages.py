@@ -1,16 +1,19 @@
 """The page per kernel: kernel-<cell>.html#<kernel id>, one page per cell, drawn in the browser from its data.
 
 Each cell's page holds the cell's ncu_kernels.json as it was imported (every derived number, launch, stall and rule
-result), the cell's kernel_join rows and its sources in one inline JSON block, not parsed or re-encoded here: a
-200-cell x 50-kernel campaign renders in the time of a string copy (docs/benchmarks.md). kernel-page.js (one per
-campaign, from templates/) draws the kernel named after the '#', and the field table below: each derived number's
+result), the cell's kernel_join rows and its sources in one inline JSON block, not parsed or re-encoded here, but
+deflated and base64-encoded (DATA_ENCODING): the JSON is ~5x the page otherwise, and 200 cells would weigh 135 MiB
+(docs/benchmarks.md). kernel-page.js (one per campaign, from templates/) inflates it with the browser's
+DecompressionStream, draws the kernel named after the '#', and the field table below: each derived number's
 formula and the ncu metrics it read, resolved from the metric catalog.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
+import zlib
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +32,10 @@ TEMPLATE = "kernel.html"
 # In import mode ncu applies its filter options to the report's results, so --launch-skip N selects ID N.
 NCU_OPEN = "ncu --import {report} --launch-skip {{launch}} --launch-count 1 --page details --print-details all"
 UI_OPEN = "ncu-ui {report}  (then pick ID {{launch}} in the result list)"
+# The kernel data block: raw deflate (DecompressionStream("deflate-raw") reads it), then base64. Level 4 halves the
+# gap between levels 1 and 9 in size (0.160 vs 0.203 and 0.140 of the JSON) at a quarter of level 9's time.
+DATA_ENCODING = "deflate-raw+base64"
+DEFLATE_LEVEL = 4
 
 
 # After a roofline is drawn: a click on a kernel marker opens its page. The cell is the trace's legendgroup or, in a
@@ -84,12 +91,6 @@ def script_text() -> str:
     return f"var PERFREPORT_FIELDS = {fields};\nvar PERFREPORT_PADDING_FLAG = {PADDING_FLAG!r};\n{code}"
 
 
-def _inline_json(text: str) -> str:
-    """JSON made safe inside <script type="application/json">: no '<' at all (so no `</script` or `<!--`); in
-    JSON '<' only occurs inside strings, where \\u003c reads back as the same character."""
-    return text.replace("<", "\\u003c")
-
-
 def kernel_data(data: CampaignData, cd: CellData) -> str:
     """The inline JSON of one cell's kernel page: cell, hardware, sources with their open commands, the cell's
     kernel_join rows, and its ncu_kernels.json text as imported (`doc`: null when the cell has none)."""
@@ -97,12 +98,24 @@ def kernel_data(data: CampaignData, cd: CellData) -> str:
     join = data.join_by_cell.get(cd.id, [])
     head = json.dumps({"cell": cd.id, "hardware": data.campaign.hardware, "sources": sources, "join": join},
                       ensure_ascii=False, default=str, separators=(",", ":"))
-    return _inline_json(head[:-1] + ',"doc":' + (cd.kernels_json or "null") + "}")
+    return head[:-1] + ',"doc":' + (cd.kernels_json or "null") + "}"
+
+
+def encode_data(text: str) -> str:
+    """The kernel data block's text (DATA_ENCODING): base64 holds no '<', so nothing in it ends its script."""
+    deflate = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)  # wbits -15: raw deflate, no zlib header
+    return base64.b64encode(deflate.compress(text.encode("utf-8")) + deflate.flush()).decode("ascii")
+
+
+def decode_data(block: str) -> Any:
+    """The JSON an encoded kernel data block holds (encode_data's inverse; kernel-page.js does the same)."""
+    return json.loads(zlib.decompress(base64.b64decode(block), -15).decode("utf-8"))
 
 
 def kernel_page(data: CampaignData, cd: CellData) -> Page:
     """A cell's kernel page (kernel-<cell>.html); it lists the cell's kernels when opened without a '#'."""
     page = Page(f"kernel-{cd.id}.html", TEMPLATE, f"Kernels of cell {cd.id}")
-    # no '<' in it (_inline_json): nothing in it can end the script element it sits in
-    page.context.update(cell_id=cd.id, kernel_json=Markup(kernel_data(data, cd)), script=SCRIPT)  # noqa: S704
+    # base64 (encode_data): nothing in it can end the script element it sits in
+    page.context.update(cell_id=cd.id, kernel_data=Markup(encode_data(kernel_data(data, cd))),  # noqa: S704
+                        encoding=DATA_ENCODING, script=SCRIPT)
     return page
