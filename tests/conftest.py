@@ -4,6 +4,7 @@ the team lake's servers (PostgreSQL, an S3 server) for tests/test_team_lake*.py.
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from click.testing import CliRunner
 
 from perfreport.cli.main import cli
 from perfreport.site.kernel_pages import DATA_ENCODING, decode_data
+from perfreport.site.page_model import DOWNLOAD_SUFFIX
 from perfreport.site.render import RenderResult, report_render
 from perfreport.warehouse.campaign_import import import_campaign
 
@@ -43,6 +45,13 @@ def kernel_page_data(page: Path | str) -> Any:
     assert match, "no #kernel-data block in the kernel page"
     assert match.group(1) == DATA_ENCODING
     return decode_data(match.group(2))
+
+
+def read_download(path: Path) -> str:
+    """A site download's text (page_model.DOWNLOAD_SUFFIX: every download is gzip-compressed), named with or
+    without the suffix."""
+    gz = path if path.name.endswith(DOWNLOAD_SUFFIX) else path.with_name(path.name + DOWNLOAD_SUFFIX)
+    return gzip.decompress(gz.read_bytes()).decode("utf-8")
 
 
 def copy_example(dst: Path) -> Path:

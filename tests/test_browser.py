@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVIL_FIELD, EVIL_KERNEL, kernel_page_data
+from conftest import EVIL_FIELD, EVIL_KERNEL, kernel_page_data, read_download
 
 from perfreport.site import charts
 from perfreport.site.charts import USEFUL_NAME
@@ -187,7 +187,7 @@ def test_every_table_of_five_rows_sorts_and_filters(browser: Any, example_site: 
 def test_roofline_draws_one_point_per_kernel_per_cell(browser: Any, example_site: RenderResult) -> None:
     kernels = []
     for cell in ("decode-b16-kv2048", "prefill-b8-s1024"):
-        table = json.loads((example_site.campaign_site / f"cell-{cell}.kernels.json").read_text())
+        table = json.loads(read_download(example_site.campaign_site / f"cell-{cell}.kernels.json"))
         kernels += table["rows"]
     # every kernel of these cells has a --set full row: their --set basic rows are not drawn; the hollow strip holds
     # the attach cell's three --set basic rows (no full twin)
@@ -348,7 +348,7 @@ def test_a_roofline_of_many_points_keeps_its_hollow_markers_and_click_through(
         browser: Any, compact_site: RenderResult) -> None:
     page = compact_site.campaign_site / "05-roofline.html"
     assert "plotly-basic.min.js" in page.read_text(encoding="utf-8")  # SVG traces: never the 4.8 MB full bundle
-    rows = json.loads((compact_site.campaign_site / "05-roofline.points.json").read_text(encoding="utf-8"))["rows"]
+    rows = json.loads(read_download(compact_site.campaign_site / "05-roofline.points.json"))["rows"]
     # per compute roof and kind, the points the table lists: those of the per-cell layout (26 with ridges and useful)
     want = Counter(f"{charts._roof_words(r['ceiling_key'])} roof · "
                    f"{'AI measured' if r['measured'] else charts.UNMEASURED_LABEL}" for r in rows)

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import read_download
 
 from perfreport.site.render import RenderResult, report_render
 from perfreport.warehouse.campaign_import import import_campaign
@@ -55,7 +56,7 @@ def test_compiled_decode_is_significantly_slower(site: RenderResult) -> None:
     c = compare(eager, compiled)
     assert c.verdict == SLOWER and c.p_value is not None and c.p_value < 0.001
     assert 1.06 < c.ratio < 1.10 and c.ci_low is not None and c.ci_low > 1.0  # type: ignore[operator]
-    rows = json.loads((site.campaign_site / "compare-stack.engine-1.trials.json").read_text())["rows"]
+    rows = json.loads(read_download(site.campaign_site / "compare-stack.engine-1.trials.json"))["rows"]
     tpot = next(r for r in rows if r["metric"] == "layer_tpot_ms")
     assert (tpot["before"], tpot["after"], tpot["n_before"], tpot["n_after"]) == (EAGER, COMPILED, 9, 9)
     assert tpot["verdict"] == "slower" and tpot["ratio"] == pytest.approx(c.ratio)

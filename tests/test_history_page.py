@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
-from conftest import run_cli
+from conftest import read_download, run_cli
 from test_browser import DRAWN, Visit, browser  # noqa: F401  (the browser fixture)
 from test_lake import DECODE, EXAMPLE, make_campaign
 from test_regressions import ATTENTION, PUBLICATIONS, STEP_AT, history  # noqa: F401  (the lake fixture)
@@ -35,7 +35,7 @@ def _charts(html: str) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]
 
 
 def _rows(site: RenderResult, table: str) -> list[dict[str, Any]]:
-    return json.loads((site.campaign_site / f"08-history.{table}.json").read_text())["rows"]  # type: ignore[no-any-return]
+    return json.loads(read_download(site.campaign_site / f"08-history.{table}.json"))["rows"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
@@ -135,12 +135,12 @@ def test_report_render_lake_on_the_cli(history: tuple[Path, list[str]], example_
                   "--lake", str(lake), "--format", "json", ok=True)
     assert any(p["page"].endswith(PAGE) for p in json.loads(out.stdout)["pages"])
     site = tmp_path / "site" / EXAMPLE.name
-    changes = json.loads((site / "08-history.changes.json").read_text())["rows"]
+    changes = json.loads(read_download(site / "08-history.changes.json"))["rows"]
     assert [(r["label"], r["publication_id"]) for r in changes] == [("regression", ids[STEP_AT])] * 2
     # sol_pct was not recomputed when the fixture scaled durations: a flat series, no change point
     run_cli("report_render", "--campaign", str(example_campaign), "--out", str(tmp_path / "site"),
             "--lake", str(lake), "--history-metric", "sol_pct", ok=True)
-    assert json.loads((site / "08-history.changes.json").read_text())["rows"] == []
+    assert json.loads(read_download(site / "08-history.changes.json"))["rows"] == []
     assert "series of sol_pct over 12 publication(s); 0 change point(s)" in (site / PAGE).read_text()
 
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import kernel_page_data
+from conftest import kernel_page_data, read_download
 
 from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
@@ -186,7 +186,7 @@ def test_every_kernel_table_row_links_to_an_existing_kernel_page(example_site: R
         linked[name] = len(hrefs)
         for cell, kid in hrefs:
             assert kid in ids[cell], f"{name} links {cell}/{kid}, which has no kernel row"
-    internals_rows = len(json.loads((site / "06-kernel-internals.internals.json").read_text())["rows"])
+    internals_rows = len(json.loads(read_download(site / "06-kernel-internals.internals.json"))["rows"])
     assert linked["06-kernel-internals.html"] == internals_rows == sum(len(v) for v in ids.values())
     assert all(n > 0 for n in linked.values()), linked
     assert kernel_href("a b", "k001") == "kernel-a%20b.html#k001"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import read_download, run_cli
 from test_lake import DECODE, EXAMPLE, full_only, make_campaign
 
 from perfreport.config.campaign import load_campaign
@@ -141,7 +141,7 @@ def test_the_history_page_draws_predicted_vs_realized(pair: tuple[Path, Path], t
     page = tmp_path / "site" / PAIR.name
     html = (page / "08-history.html").read_text()
     assert 'id="predicted-vs-realized"' in html
-    table = json.loads((page / "08-history.predictions.json").read_text())["rows"]
+    table = json.loads(read_download(page / "08-history.predictions.json"))["rows"]
     assert [r["kind"] for r in table if r["settled_by"]] == ["amdahl bound", "ncu rule estimate", "expected unlock"]
     assert all(r["outcome"].startswith("refuted") for r in table if r["settled_by"])
 
@@ -225,7 +225,7 @@ def test_lake_regressions_trials_from_the_cli_and_page_08(pair: tuple[Path, Path
     run_cli("report_render", "--campaign", str(camp), "--out", str(tmp_path / "site"), "--lake", str(lake), ok=True)
     page = tmp_path / "site" / PAIR.name
     assert 'id="trials-001"' in (page / "08-history.html").read_text()
-    table = json.loads((page / "08-history.trial_changes.json").read_text())["rows"]
+    table = json.loads(read_download(page / "08-history.trial_changes.json"))["rows"]
     found = [(r["label"], r["cell_id"], r["points"]) for r in table if r["metric"] == "layer_tpot_ms"]
     assert found == [("regression", COMPILED, 18)]
     assert {r["label"] for r in table} >= {"regression", "no change point"}

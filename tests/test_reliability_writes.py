@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_example, run_cli
+from conftest import copy_example, read_download, run_cli
 
 from perfreport.lake.writer import publish_to_lake
 from perfreport.site.page_model import Column, Table
@@ -88,8 +88,8 @@ def test_render_on_a_full_disk_leaves_the_old_site_whole(rendered: tuple[Path, P
     camp, site = rendered
     before = tree(site)
 
-    def half(path: Path, text: str) -> None:
-        path.write_text(text[: len(text) // 2])  # the disk filled up half-way through this page
+    def half(path: Path, data: bytes) -> None:
+        path.write_bytes(data[: len(data) // 2])  # the disk filled up half-way through this page
 
     fail_nth(monkeypatch, render, "_write_plain", lambda path, text: True, nth, partial=half, at=0)
     run = run_cli("report_render", "--campaign", str(camp), "--out", str(site), ok=False)
@@ -362,7 +362,8 @@ def test_a_formula_in_a_campaign_reaches_the_csv_as_text(example_campaign: Path,
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
     site = tmp_path / "site"
     run_cli("report_render", "--campaign", str(camp), "--out", str(site), ok=True)
-    cells = [c for path in (site / CAMPAIGN).glob("*.csv") for row in csv.reader(path.open(newline="")) for c in row]
+    cells = [c for path in (site / CAMPAIGN).glob("*.csv.gz")
+             for row in csv.reader(io.StringIO(read_download(path), newline="")) for c in row]
     assert "'" + doc["cells"][0]["description"] in cells
     assert not any(c.startswith(("=", "@", "\t", "\r")) for c in cells)
     assert not any(c.startswith(("+", "-")) and not re.fullmatch(r"[-+][\d.eE+-]+", c) for c in cells)

@@ -7,6 +7,7 @@ Regenerate the golden pages after an intended change, then review the diff:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVIL_FIELD, EVIL_KERNEL, run_cli
+from conftest import EVIL_FIELD, EVIL_KERNEL, read_download, run_cli
 
 from perfreport.site.render import RenderResult, report_render
 
@@ -148,12 +149,12 @@ def test_every_table_has_csv_and_json_next_to_its_page(example_site: RenderResul
         for table, body in sections:
             csv_name, json_name = re.search(r'download <a href="([^"]+)">CSV</a> · <a href="([^"]+)">JSON</a>',
                                             body).groups()
-            assert csv_name[:-4] == json_name[:-5]
-            doc = json.loads((example_site.campaign_site / json_name).read_text())
-            rows = list(csv.DictReader((example_site.campaign_site / csv_name).open()))
+            assert csv_name.endswith(".csv.gz") and csv_name[:-7] == json_name[:-8]  # gzip-compressed, one stem
+            doc = json.loads(read_download(example_site.campaign_site / json_name))
+            rows = list(csv.DictReader(io.StringIO(read_download(example_site.campaign_site / csv_name))))
             assert doc["schema_version"] == 1 and len(doc["rows"]) == len(rows), json_name
             shown = int(re.search(r'<p class="downloads">(\d+) row', body).group(1))
-            if csv_name == f"{page[:-5]}.{table}.csv":
+            if csv_name == f"{page[:-5]}.{table}.csv.gz":
                 assert len(rows) == shown, csv_name
                 continue
             # a cell table's downloads are the campaign page's table: every row of this cell, every column shown
@@ -167,7 +168,7 @@ def test_every_table_has_csv_and_json_next_to_its_page(example_site: RenderResul
             assert len(heads) <= len(keys), (page, table)
     assert shared >= 2  # the cells' join and internals tables
     names = {p.name for p in example_site.campaign_site.iterdir()}
-    assert not any(n.startswith("cell-") and n.endswith((".join.csv", ".internals.json")) for n in names)
+    assert not any(n.startswith("cell-") and n.endswith((".join.csv.gz", ".internals.json.gz")) for n in names)
 
 
 def test_render_is_deterministic(example_campaign: Path, example_site: RenderResult, tmp_path: Path) -> None:
@@ -287,12 +288,12 @@ def test_empty_campaign_renders_with_notes(tmp_path: Path) -> None:
 def test_frontier_downloads_hold_the_table_they_are_named_for(example_site: RenderResult) -> None:
     site = example_site.campaign_site
     html = _page(example_site, "07-frontier.html")
-    levers = json.loads((site / "07-frontier.levers.json").read_text())
-    kernels = json.loads((site / "07-frontier.kernels.json").read_text())
+    levers = json.loads(read_download(site / "07-frontier.levers.json"))
+    kernels = json.loads(read_download(site / "07-frontier.kernels.json"))
     assert [c["key"] for c in levers["columns"]][:3] == ["rank", "id", "lever"]
     assert {r["id"] for r in levers["rows"]} >= {"fp8-gemm-prefill", "fuse-rmsnorm-residual-decode"}
     assert [c["key"] for c in kernels["columns"]][:3] == ["rank", "cell_id", "label"]
     assert all("saved_pct" in r for r in kernels["rows"])
     # each download link sits under its own table's heading
-    assert html.index("Kernels ranked by measured time saved") < html.index('href="07-frontier.kernels.json"') \
-        < html.index("Levers (levers.yaml") < html.index('href="07-frontier.levers.json"')
+    assert html.index("Kernels ranked by measured time saved") < html.index('href="07-frontier.kernels.json.gz"') \
+        < html.index("Levers (levers.yaml") < html.index('href="07-frontier.levers.json.gz"')

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import read_download
 
 from perfreport.site.render import RenderResult, report_render
 
@@ -116,7 +117,7 @@ def test_numbers_are_right_aligned_with_their_unit_in_the_header(example_site: R
     assert str(index + 1) in table["attrs"]["data-num"].split()  # site.css right-aligns the column's cells
     css = (example_site.site_dir / "static" / "site.css").read_text()
     assert f'table[data-num~="{index + 1}"] td:nth-child({index + 1})' in css
-    doc = json.loads((example_site.campaign_site / f"{page[:-5]}.{section}.json").read_text())
+    doc = json.loads(read_download(example_site.campaign_site / f"{page[:-5]}.{section}.json"))
     key = doc["columns"][index]["key"]
     assert header.startswith(doc["columns"][index]["label"] + " (")
     raws = [r[key] for r in doc["rows"]]
@@ -145,7 +146,7 @@ def test_time_share_is_one_chart_per_cell_each_adding_up_to_100(example_site: Re
     charts = figures(_page(example_site, "04-time-share.html"))
     cells = ["decode-b16-kv2048", "prefill-b8-s1024", "prefill-b8-s1024-attach"]
     assert list(charts) == [f"time-share-{c}" for c in cells]
-    join = json.loads((example_site.campaign_site / "04-time-share.join.json").read_text())["rows"]
+    join = json.loads(read_download(example_site.campaign_site / "04-time-share.join.json"))["rows"]
     for cell in cells:
         data, layout = charts[f"time-share-{cell}"]
         assert [t["type"] for t in data] == ["bar"] and cell in layout["title"]["text"]

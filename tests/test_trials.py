@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import EXAMPLE, TORCH_TRACE, kernel_page_data, run_cli, write_config
+from conftest import EXAMPLE, TORCH_TRACE, kernel_page_data, read_download, run_cli, write_config
 from test_browser import Visit, browser  # noqa: F401  (the browser fixture)
 
 from perfreport.config.campaign import load_campaign, trial_number
@@ -160,7 +160,7 @@ def _bundle(cell: str, metric: str) -> list[float]:
 
 
 def _table(site: Path, name: str) -> dict[str, Any]:
-    return json.loads((site / f"{name}.json").read_text())
+    return json.loads(read_download(site / f"{name}.json"))
 
 
 def _headline(browser: Any, page: Path, kernel_id: str) -> dict[str, str]:  # noqa: F811

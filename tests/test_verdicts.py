@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import read_download
 
 from perfreport.frontier.candidates import rank_campaign
 from perfreport.site.render import RenderResult
@@ -70,7 +71,7 @@ def test_page_1_page_7_value_view_and_the_warehouse_name_the_same_next_lever(exa
     finally:
         con.close()
     assert first == (top.cell_id, top.label)
-    kernels = json.loads((example_site.campaign_site / "07-frontier.kernels.json").read_text())["rows"]
+    kernels = json.loads(read_download(example_site.campaign_site / "07-frontier.kernels.json"))["rows"]
     assert (kernels[0]["cell_id"], kernels[0]["label"]) == (top.cell_id, top.label)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import read_download
 from test_browser import Visit, browser  # noqa: F401 - the module's Chromium fixture
 from test_kernel_identity import ADD_REP
 from test_site_pages import tables
@@ -94,7 +95,7 @@ def pair_site(tmp_path_factory: pytest.TempPathFactory) -> RenderResult:
 
 def test_a_shortened_name_has_its_whole_name_on_hover_and_in_the_downloads(pair_site: RenderResult) -> None:
     site = pair_site.campaign_site
-    rows = json.loads((site / "07-frontier.kernels.json").read_text(encoding="utf-8"))["rows"]
+    rows = json.loads(read_download(site / "07-frontier.kernels.json"))["rows"]
     labels = {r["label"] for r in rows}
     assert "vectorized_elementwise_kernel<…,silu_kernel::…,…>" in labels  # the downloads keep the stored label
     (table,) = [t for t in tables((site / "07-frontier.html").read_text(encoding="utf-8"))

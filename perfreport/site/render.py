@@ -185,9 +185,8 @@ _WORK: _Work | None = None
 Written = list[tuple[str, int, str | None]]  # (file name, bytes, plotly bundle of a page or None)
 
 
-def _write_plain(path: Path, text: str) -> int:
+def _write_plain(path: Path, data: bytes) -> int:
     """Write a file of the staging folder (never seen before the swap: no temp file); return its bytes."""
-    data = text.encode("utf-8")
     try:
         path.write_bytes(data)
     except OSError as exc:
@@ -209,16 +208,14 @@ def _render_chunk(indices: list[int]) -> tuple[Written, dict[str, float]]:
         page = work.builders[i]()
         t1 = time.perf_counter()
         bundle = plotly_bundle(page)
-        texts = {page.filename: _render_page(page, work.campaign, nav, bundle)}
+        texts = {page.filename: _render_page(page, work.campaign, nav, bundle).encode("utf-8")}
         t2 = time.perf_counter()
         for table in page.tables.values():
-            if table.shared:
-                continue  # its downloads are the campaign page's
-            texts[table.csv_name] = table.csv_text()
-            texts[table.json_name] = table.json_text()
+            if not table.shared:  # a shared table's downloads are the campaign page's
+                texts.update(table.downloads())
         t3 = time.perf_counter()
-        written += [(name, _write_plain(work.staged / name, text), bundle if name == page.filename else None)
-                    for name, text in texts.items()]
+        written += [(name, _write_plain(work.staged / name, data), bundle if name == page.filename else None)
+                    for name, data in texts.items()]
         t4 = time.perf_counter()
         for step, seconds in zip(STEPS[1:], (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             spent[step] += seconds
@@ -435,7 +432,7 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
                 site.rmdir()
         raise
     pages = [(folder / name, size) for name, size, _ in written if name.endswith(".html")]
-    downloads = [size for name, size, _ in written if name.endswith((".csv", ".json"))]
+    downloads = [size for name, size, _ in written if not name.endswith(".html")]
     seconds = {"gather": gathered, **seconds, "wall": time.perf_counter() - start}
     return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), static_paths,
                         seconds, jobs)
