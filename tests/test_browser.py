@@ -7,6 +7,7 @@ screenshot is written to tests/artifacts/05-roofline.png (gitignored).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import EVIL_FIELD, EVIL_KERNEL, kernel_page_data, read_download
+from test_site_pages import figures
 
 from perfreport.site import charts
 from perfreport.site.charts import USEFUL_NAME
@@ -491,3 +493,23 @@ def test_the_roofline_reads_at_a_glance(browser: Any, example_site: RenderResult
         assert all(h.startswith("h200_sm90.") for h in hover)
     finally:
         visit.page.close()
+
+
+def test_the_warp_stall_chart_draws_each_kernel_on_its_labelled_row(browser: Any, example_site: RenderResult) -> None:
+    """The chart's bars carry no y of their own (rows 0..n-1) and the labels are the axis's tick text, written once:
+    every row's tick shows its kernel and every reason's bars stack on the rows, in the figure's order."""
+    page = example_site.campaign_site / "cell-prefill-b8-s1024.html"
+    visit = Visit(browser, page)
+    try:
+        visit.page.wait_for_selector("#cell-warp-stalls .ytick text")
+        drawn = visit.page.evaluate("""() => { var gd = document.getElementById('cell-warp-stalls');
+            return {ticks: Array.from(gd.querySelectorAll('.ytick text')).map(function (t) { return t.textContent; }),
+                    rows: gd.calcdata.map(function (c) { return c.map(function (b) { return b.p; }); })}; }""")
+        visit.check_offline_and_clean()
+    finally:
+        visit.page.close()
+    data, layout = figures(page.read_text(encoding="utf-8"))["cell-warp-stalls"]
+    labels = [html.unescape(t) for t in layout["yaxis"]["ticktext"]]
+    assert labels and all(" · k" in t for t in labels)  # cell · kernel id label
+    assert drawn["ticks"] == labels
+    assert drawn["rows"] == [list(range(len(labels)))] * len(data)

@@ -440,17 +440,17 @@ def warp_stalls(rows: Sequence[Mapping[str, Any]], title: str, limit: int = 40) 
         for reason, v in r["warp_stalls_pct"].items():
             totals[reason] = totals.get(reason, 0.0) + float(v or 0.0)
     reasons = sorted(totals, key=lambda k: (-totals[k], k))
-    # each bar's y is its short key (cell and kernel id, unique); the long label is written once, as the tick text,
-    # not once per reason trace (19 reasons x 50 labels was 66 KB a cell page)
-    keys = [f"{r['cell_id']} {r['id']}" for r in rows][::-1]
+    # each trace places its bars at rows 0..n-1 (y0 0, dy 1: plotly's default, no y of its own) and the labels are
+    # written once, as the axis's tick text: not once per reason trace (19 reasons x 50 labels was 66 KB a page);
+    # the hover names the reason, the kernel is its row's tick label
     traces = [
-        dict(type="bar", y=keys, x=[_r(float(r["warp_stalls_pct"].get(reason) or 0.0)) for r in rows][::-1],
+        dict(type="bar", x=[_r(float(r["warp_stalls_pct"].get(reason) or 0.0)) for r in rows][::-1],
              name=_t(reason), orientation="h", marker=dict(color=stall_color(reason)),
-             hovertemplate=f"%{{y}}<br>{_t(reason)}: %{{x:.1f}}%<extra></extra>")
+             hovertemplate=f"{_t(reason)}: %{{x:.1f}}%<extra></extra>")
         for reason in reasons
     ]
-    axis = dict(type="category", categoryorder="array", categoryarray=keys, tickmode="array", tickvals=keys,
-                ticktext=[_t(r["label"]) for r in rows][::-1], automargin=True)
+    axis = dict(tickmode="array", tickvals=list(range(len(rows))), ticktext=[_t(r["label"]) for r in rows][::-1],
+                range=[-0.5, len(rows) - 0.5], showgrid=False, zeroline=False, automargin=True)
     return _figure(traces, dict(title=dict(text=_t(title)), barmode="stack", height=max(300, 90 + 22 * len(rows)),
                                 xaxis=_axis("share of warp stall cycles (%)", range=[0, 100]), yaxis=axis))
 

@@ -32,10 +32,10 @@ TEMPLATE = "kernel.html"
 # In import mode ncu applies its filter options to the report's results, so --launch-skip N selects ID N.
 NCU_OPEN = "ncu --import {report} --launch-skip {{launch}} --launch-count 1 --page details --print-details all"
 UI_OPEN = "ncu-ui {report}  (then pick ID {{launch}} in the result list)"
-# The kernel data block: raw deflate (DecompressionStream("deflate-raw") reads it), then base64. Level 4 halves the
-# gap between levels 1 and 9 in size (0.160 vs 0.203 and 0.140 of the JSON) at a quarter of level 9's time.
+# The kernel data block: raw deflate (DecompressionStream("deflate-raw") reads it), then base64. Level 6 is within
+# 2% of level 9's size (0.143 vs 0.140 of the JSON) at under half its time (docs/benchmarks.md).
 DATA_ENCODING = "deflate-raw+base64"
-DEFLATE_LEVEL = 4
+DEFLATE_LEVEL = 6
 
 
 # After a roofline is drawn: a click on a kernel marker opens its page. The cell is the trace's legendgroup or, in a
