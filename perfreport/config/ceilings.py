@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import math
 import re
 from collections.abc import Callable
@@ -408,6 +409,11 @@ class Ceilings:
         ]
         self.sources = tuple(sources)
         self.warnings = tuple(warnings)
+
+    def __repr__(self) -> str:
+        """The ceilings as their validated document and sources: two equal ceilings have one repr (the site keys the
+        pages it keeps on it)."""
+        return f"Ceilings({json.dumps(self._doc, sort_keys=True, default=str)}, sources={self.sources!r})"
 
     def with_hardware(self, token: str, block: dict[str, Any], source: str) -> Ceilings:
         """These ceilings plus one hardware block built here, not read from YAML (hardware: from-capture,

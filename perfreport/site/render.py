@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import hashlib
 import json
 import multiprocessing
 import os
@@ -24,7 +25,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
@@ -55,7 +56,8 @@ from perfreport.site.kernel_pages import SCRIPT as KERNEL_SCRIPT
 from perfreport.site.page_model import Chart, Page
 from perfreport.site.staging import Staging, link_or_copy
 from perfreport.site.templating import NUM_COLUMN_RULES, environment, templates_dir
-from perfreport.warehouse.gather import CampaignData, gather
+from perfreport.warehouse.db import NCU_FILE
+from perfreport.warehouse.gather import CampaignData, CellData, gather
 
 STATIC = "static"
 PLOTLY_JS = "plotly.min.js"  # the full bundle, from the installed plotly package
@@ -91,6 +93,7 @@ class RenderResult:
     static: list[Path]  # the files in <out>/static/ this campaign's pages load
     seconds: dict[str, float] = field(default_factory=dict)  # STEPS (summed over the workers) and "wall"
     jobs: int = 1  # worker processes that built and wrote the pages
+    kept: int = 0  # pages whose inputs were those of the last render: kept as it wrote them, not built again
 
 
 def chart_html(chart: Chart) -> Markup:
@@ -152,31 +155,87 @@ def _render_page(page: Page, campaign: str, nav: list[dict[str, Any]], plotly: s
     )
 
 
-def page_builders(data: CampaignData, history: History | None = None) -> list[Callable[[], Page]]:
+@dataclass(frozen=True)
+class Builder:
+    """What builds one page, and the digest of everything it reads (None: the page reads every cell, so it is
+    built on every render); a page whose digest is the one the last render recorded is kept as it was."""
+
+    build: Callable[[], Page]
+    inputs: str | None = None
+    name: str = ""  # the page's file name, known before it is built where `inputs` is set
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """Digest of the code and templates that turn data into pages: a page is rebuilt after any change to them."""
+    h = hashlib.sha256(__version__.encode())
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted([*package.rglob("*.py"), *package.rglob("*.yaml"), *templates_dir().rglob("*"),
+                        *(Path(str(resources.files("perfreport.site"))) / STATIC).glob("*")]):
+        if path.is_file():
+            h.update(str(path.relative_to(path.parents[1])).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _digest(*parts: Any) -> str:
+    """A stable digest of JSON-able parts (dataclasses and other objects by their repr, which lists their fields)."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=repr, separators=(",", ":"))
+    if " object at 0x" in text:  # a repr without its fields: the digest would differ on every render
+        found = re.findall(r"<[^<>]* object at 0x[0-9a-f]+>", text)[:1]
+        raise PerfReportError(f"page inputs hold an object without a stable repr: {found}")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cell_inputs(data: CampaignData, cd: CellData) -> str:
+    """Digest of one cell's data as its pages read it: the files of its folder (its ncu_kernels.json as read, kernel
+    times, samples: the warehouse's rows of the cell follow from them and the shared inputs), its config entry,
+    context, bundles, join rows, roofline points and trials."""
+    files = hashlib.blake2b(cd.kernels_json.encode("utf-8"))
+    folder = cd.cell.cell_dir(data.campaign)
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if path.is_file() and path.name != NCU_FILE:
+            files.update(path.name.encode() + b"\0" + path.read_bytes())
+    return _digest(cd.id, files.hexdigest(), cd.cell, cd.context, cd.sources, cd.bundles, cd.serving, cd.steps,
+                   cd.trials, data.join_by_cell.get(cd.id, []), data.points_by_cell.get(cd.id, []),
+                   data.trial_samples(cd.id))
+
+
+def page_builders(data: CampaignData, history: History | None = None) -> list[Builder]:
     """What builds each page of one campaign, in a fixed order (`history`: the lake's series for page 08, None
-    without a lake); what several pages share (comparisons, cell contexts, kernel links) is computed here once."""
+    without a lake); what several pages share (comparisons, cell contexts, kernel links) is computed here once.
+
+    A cell's page and kernel page read that cell and what every page shares (the campaign, its ceilings, the roofs,
+    the comparison groups, the cells' context lines); a comparison page the cells it compares; pages 01-08 every
+    cell (no digest: always built)."""
     groups, mismatches = comparisons([(cd.id, cd.context) for cd in data.cells])
     link_kernels(data)  # before any table is built: every kernel row links to its kernel page
     contexts = cell_contexts(data)
-    return [partial(summary_page, data, groups, mismatches), partial(serving_page, data),
-            partial(step_budget_page, data), partial(time_share_page, data), partial(roofline_page, data),
-            partial(internals_page, data), partial(frontier_page, data),
-            partial(history_page, history, data.campaign.id),
-            *(partial(cell_page, data, cd, groups, contexts) for cd in data.cells),
-            *(partial(compare_page, data, g) for g in groups),
-            *(partial(kernel_page, data, cd) for cd in data.cells)]
+    shared = _digest(code_digest(), data.campaign, data.ceilings, replace(data.roofline, points=[], notes=[]),
+                     groups, contexts)
+    cells = {cd.id: _cell_inputs(data, cd) for cd in data.cells}
+    return [*(Builder(b) for b in (
+                partial(summary_page, data, groups, mismatches), partial(serving_page, data),
+                partial(step_budget_page, data), partial(time_share_page, data), partial(roofline_page, data),
+                partial(internals_page, data), partial(frontier_page, data),
+                partial(history_page, history, data.campaign.id))),
+            *(Builder(partial(cell_page, data, cd, groups, contexts), _digest("cell", shared, cells[cd.id]),
+                      f"cell-{cd.id}.html") for cd in data.cells),
+            *(Builder(partial(compare_page, data, g), _digest("compare", shared, [cells[c] for c in g.cell_ids]),
+                      f"{g.slug}.html") for g in groups),
+            *(Builder(partial(kernel_page, data, cd), _digest("kernel", shared, cells[cd.id]), f"kernel-{cd.id}.html")
+              for cd in data.cells)]
 
 
 def build_pages(data: CampaignData, history: History | None = None) -> list[Page]:
     """Every page of one campaign, in a fixed order."""
-    return [build() for build in page_builders(data, history)]
+    return [b.build() for b in page_builders(data, history)]
 
 
 @dataclass(frozen=True)
 class _Work:
     """What a render worker needs, inherited by fork (never pickled): the builders and where files go."""
 
-    builders: list[Callable[[], Page]]
+    builders: list[Builder]
     campaign: str
     staged: Path
 
@@ -196,16 +255,18 @@ def _write_plain(path: Path, data: bytes) -> int:
     return len(data)
 
 
-def _render_chunk(indices: list[int]) -> tuple[Written, dict[str, float]]:
-    """Build, render and write the pages `indices` with their downloads; what was written and the time per step."""
+def _render_chunk(indices: list[int]) -> tuple[dict[int, Written], dict[str, float]]:
+    """Build, render and write the pages `indices` with their downloads; what each wrote and the time per step."""
     work = _WORK
     assert work is not None, "_render_chunk runs under _render_pages"
     nav = [{"href": href, "label": label} for href, label in NAV]
     spent = dict.fromkeys(STEPS, 0.0)
-    written: Written = []
+    written: dict[int, Written] = {}
     for i in indices:
         t0 = time.perf_counter()
-        page = work.builders[i]()
+        page = work.builders[i].build()
+        if work.builders[i].name not in ("", page.filename):  # the name it is kept under must be the page's
+            raise PerfReportError(f"page builder {i} names {work.builders[i].name!r} but built {page.filename!r}")
         t1 = time.perf_counter()
         bundle = plotly_bundle(page)
         texts = {page.filename: _render_page(page, work.campaign, nav, bundle).encode("utf-8")}
@@ -214,8 +275,8 @@ def _render_chunk(indices: list[int]) -> tuple[Written, dict[str, float]]:
             if not table.shared:  # a shared table's downloads are the campaign page's
                 texts.update(table.downloads())
         t3 = time.perf_counter()
-        written += [(name, _write_plain(work.staged / name, data), bundle if name == page.filename else None)
-                    for name, data in texts.items()]
+        written[i] = [(name, _write_plain(work.staged / name, data), bundle if name == page.filename else None)
+                      for name, data in texts.items()]
         t4 = time.perf_counter()
         for step, seconds in zip(STEPS[1:], (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             spent[step] += seconds
@@ -239,49 +300,95 @@ def render_jobs(pages: int) -> int:
     return jobs if "fork" in multiprocessing.get_all_start_methods() else 1
 
 
-def _render_pages(work: _Work, jobs: int,
-                  progress: Callable[[int, int], None] | None) -> tuple[Written, dict[str, float], int]:
-    """Every page of `work` built, rendered and written into its staging folder, by forked workers when the site is
-    large; `progress(done, total)` after each chunk. Returns the files written (page order), the time per step
-    summed over the workers, and the number of workers."""
+def _render_pages(work: _Work, jobs: int, progress: Callable[[int, int], None] | None,
+                  kept: dict[int, Written] | None = None) -> tuple[list[Written], dict[str, float], int]:
+    """Every page of `work` built, rendered and written into its staging folder (but those in `kept`: already
+    there, as the last render wrote them), by forked workers when the site is large; `progress(done, total)` after
+    each chunk. Returns what each page wrote (page order), the time per step summed over the workers, and the
+    number of workers."""
     global _WORK
+    kept = kept or {}
     total = len(work.builders)
-    chunks = [list(range(i, min(i + CHUNK, total))) for i in range(0, total, CHUNK)]
+    todo = [i for i in range(total) if i not in kept]
+    chunks = [todo[i:i + CHUNK] for i in range(0, len(todo), CHUNK)]
     jobs = max(min(jobs, len(chunks)), 1)
-    results: dict[int, tuple[Written, dict[str, float]]] = {}
-    done = 0
+    written: dict[int, Written] = dict(kept)
+    spent = dict.fromkeys(STEPS[1:], 0.0)
+    done = len(kept)
+
+    def collect(result: tuple[dict[int, Written], dict[str, float]], n: int) -> None:
+        nonlocal done
+        written.update(result[0])
+        for step in spent:
+            spent[step] += result[1][step]
+        done += n
+        if progress:
+            progress(done, total)
+
     _WORK = work
     try:
         if jobs == 1:
-            for n, chunk in enumerate(chunks):
-                results[n] = _render_chunk(chunk)
-                done += len(chunk)
-                if progress:
-                    progress(done, total)
+            for chunk in chunks:
+                collect(_render_chunk(chunk), len(chunk))
         else:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 for n, result in pool.imap_unordered(_numbered, list(enumerate(chunks))):
-                    results[n] = result
-                    done += len(chunks[n])
-                    if progress:
-                        progress(done, total)
+                    collect(result, len(chunks[n]))
     finally:
         _WORK = None
-    written = [w for n in range(len(chunks)) for w in results[n][0]]
-    spent = {step: sum(results[n][1][step] for n in results) for step in STEPS[1:]}
-    return written, spent, jobs
+    return [written[i] for i in range(total)], spent, jobs
 
 
-def _numbered(item: tuple[int, list[int]]) -> tuple[int, tuple[Written, dict[str, float]]]:
+def _numbered(item: tuple[int, list[int]]) -> tuple[int, tuple[dict[int, Written], dict[str, float]]]:
     return item[0], _render_chunk(item[1])
 
 
-def _manifest(data: CampaignData, names: list[str]) -> str:
-    """site.json: what index.html lists and what the next render drops when no longer written."""
+def _last_built(folder: Path, campaign: str) -> dict[str, Any]:
+    """What the last render of this campaign built per page ({page: {inputs, files, plotly}}), from its manifest;
+    empty when there is none or it is unreadable (then every page is built)."""
+    try:
+        doc = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    built = doc.get("built") if isinstance(doc, dict) and doc.get("campaign") == campaign else None
+    return built if isinstance(built, dict) else {}
+
+
+def _keep_unchanged(work: _Work, folder: Path) -> dict[int, Written]:
+    """Link into the staging folder the files of each page whose inputs are those the last render built it from
+    (and whose files are all still there): those pages are not built again."""
+    last = _last_built(folder, work.campaign)
+    kept: dict[int, Written] = {}
+    if not last:
+        return kept
+    for i, builder in enumerate(work.builders):
+        if builder.inputs is None:
+            continue
+        entry = last.get(builder.name)
+        if not isinstance(entry, dict) or entry.get("inputs") != builder.inputs:
+            continue
+        files = entry.get("files")
+        if not (isinstance(files, list) and files and all(isinstance(n, str) and "/" not in n and n != MANIFEST
+                                                          for n in files)):
+            continue
+        try:
+            sizes = [(folder / n).stat().st_size for n in files]
+            for n in files:
+                link_or_copy(folder / n, work.staged / n)
+        except OSError:
+            continue  # a file of it is gone: build the page again
+        bundle = entry.get("plotly") if entry.get("plotly") in (PLOTLY_JS, PLOTLY_BASIC) else None
+        kept[i] = [(n, size, bundle if n == files[0] else None) for n, size in zip(files, sizes, strict=True)]
+    return kept
+
+
+def _manifest(data: CampaignData, names: list[str], built: dict[str, Any]) -> str:
+    """site.json: what index.html lists, what the next render drops when no longer written, and what each page
+    with an inputs digest was built from and wrote (`built`: the next render keeps it when its inputs are equal)."""
     manifest = {
         "schema_version": 1, "campaign": data.campaign.id, "hardware": data.campaign.hardware,
         "sol_rigor": data.campaign.sol_rigor, "cells": [cd.id for cd in data.cells],
-        "pages": [n for n in names if n.endswith(".html")], "files": sorted([*names, MANIFEST]),
+        "pages": [n for n in names if n.endswith(".html")], "files": sorted([*names, MANIFEST]), "built": built,
         "perfreport_version": __version__,
     }
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
@@ -410,10 +517,17 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
             try:
                 staged = staging.root / data.campaign.id
                 staged.mkdir()
-                written, seconds, jobs = _render_pages(_Work(builders, data.campaign.id, staged), jobs,
-                                                        progress)
+                work = _Work(builders, data.campaign.id, staged)
+                linking = time.perf_counter()
+                kept = _keep_unchanged(work, folder)
+                linking = time.perf_counter() - linking
+                per_page, seconds, jobs = _render_pages(work, jobs, progress, kept)
+                seconds["write"] += linking
+                written = [w for files in per_page for w in files]
+                built = {b.name: {"inputs": b.inputs, "files": [w[0] for w in files], "plotly": files[0][2]}
+                         for b, files in zip(builders, per_page, strict=True) if b.inputs is not None}
                 shared = {KERNEL_SCRIPT: script_text()}
-                shared[MANIFEST] = _manifest(data, [*(w[0] for w in written), KERNEL_SCRIPT])
+                shared[MANIFEST] = _manifest(data, [*(w[0] for w in written), KERNEL_SCRIPT], built)
                 with ThreadPoolExecutor(max_workers=WRITERS) as pool:
                     list(pool.map(lambda item: write_text_atomic(staged / item[0], item[1]), shared.items()))
                 _carry_over(folder, staged, {w[0] for w in written} | set(shared))
@@ -435,4 +549,4 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
     downloads = [size for name, size, _ in written if not name.endswith(".html")]
     seconds = {"gather": gathered, **seconds, "wall": time.perf_counter() - start}
     return RenderResult(data.campaign.id, site, folder, index, pages, len(downloads), sum(downloads), static_paths,
-                        seconds, jobs)
+                        seconds, jobs, len(kept))

@@ -311,6 +311,10 @@ def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnec
     _load_timeline(con, campaign, "kernel_times", TIMES_FILE, TIMES_FIELDS)
     _load_timeline(con, campaign, "kernel_samples", SAMPLES_FILE, SAMPLES_FIELDS)
     con.execute("DROP TABLE IF EXISTS _raw")
+    # One thread from here on: a parallel SUM adds its doubles in a varying order and rows that tie in an ORDER BY
+    # come in a varying order, so two renders of one campaign differed in last digits and row order (200 cells);
+    # the loads above read files in parallel, and the queries on ~10,000 rows take milliseconds either way.
+    con.execute("SET threads = 1")
     label_kernels(con)
     match_functions(con)
     assign_kernel_keys(con)
