@@ -121,6 +121,46 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
     print_import_summary(result, fmt, next_lever=campaign_next_lever(campaign_dir))
 
 
+@cli.command(name="import_rocprof")
+@click.option("--campaign", "campaign_dir", required=True, type=click.Path(path_type=Path),
+              help="Campaign folder holding config.yaml; with `hardware: from-capture` its kernels are scored "
+                   "against the workload's own GPU (perfreport/rocprof/chips.yaml). "
+                   "Example: campaigns/h200-decoder-layer")
+@click.option("--cell-id", required=True, help="Cell id from config.yaml cells[]. Example: decode-b16-kv2048")
+@click.argument("workload_dir", type=click.Path(path_type=Path))
+@click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, rounded timestamps, counters of "
+              "mixed passes) into errors.")
+@click.option("--replace", is_flag=True, help=_REPLACE_HELP)
+@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(("refuse", "warn")), default="refuse",
+              show_default=True, help="A workload from another GPU than the campaign's `hardware`: refuse it, or "
+              "import it with %SoL left null and a warning.")
+@click.option("--device", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The roofline.csv row (device) whose measured roofs score the kernels, as rocprof-compute's "
+                   "default 0. Example: --device 1")
+def import_rocprof_cmd(campaign_dir: Path, cell_id: str, workload_dir: Path, strict: bool, replace: bool,
+                       hardware_mismatch: str, device: int) -> None:
+    """Import a rocprof-compute workload folder (AMD Instinct) into cells/<id>/ncu_kernels.json.
+
+    WORKLOAD_DIR is one `rocprof-compute profile` output folder, workloads/<name>/<gpu>/, holding sysinfo.csv
+    and pmc_perf.csv (roofline.csv, timestamps.csv and perfmon/ when present). docs/rocprof.md says what is read.
+    An AMD campaign is `perftunereport campaign init DIR --hardware from-capture`; into the NVIDIA example
+    campaign, as below, the workload imports with %SoL null.
+
+    \b
+    Example:
+      perftunereport import_rocprof --campaign campaigns/h200-decoder-layer --cell-id decode-b16-kv2048 \\
+          --hardware-mismatch warn tests/data/rocprof/MI200
+    """
+    from perfreport.cli.printing import print_import_summary
+    from perfreport.frontier.candidates import campaign_next_lever
+    from perfreport.rocprof.importer import import_rocprof
+
+    result = import_rocprof(campaign_dir, cell_id, workload_dir, strict=strict,
+                            progress=lambda m: click.echo(terminal_text(m), err=True), replace=replace,
+                            hardware_mismatch=hardware_mismatch, device=device)
+    print_import_summary(result, "table", next_lever=campaign_next_lever(campaign_dir))
+
+
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
     fn = format_option(csv="one row per kernel imported, by share", json="the written file, the sources, the kernel "
                                                                           "count and the warnings")(fn)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from perfreport.frontier.value_view import ValueView
     from perfreport.lake.regressions import RegressionsResult
     from perfreport.ncu.importer import ImportResult
+    from perfreport.rocprof.importer import ImportResult as RocprofImportResult
     from perfreport.timeshare.step_budget import CellSteps, StepBudget
 
 
@@ -84,7 +85,8 @@ IMPORT_COLUMNS = ("label", "function", "instance", "launches", "family", "durati
                   "theoretical_occupancy_pct", "bound", "source", "name")
 
 
-def print_import_summary(result: ImportResult, fmt: str = "table", next_lever: str | None = None) -> None:
+def print_import_summary(result: ImportResult | RocprofImportResult, fmt: str = "table",
+                         next_lever: str | None = None) -> None:
     """Print what an import wrote: a rich table, its kernels as CSV rows, or a JSON summary; the table ends with the
     campaign's next lever (frontier.candidates: the same one page 1, page 7 and value_view name)."""
     emit(fmt, lambda: _import_table(result, next_lever),
@@ -94,7 +96,7 @@ def print_import_summary(result: ImportResult, fmt: str = "table", next_lever: s
                   "warnings": result.warnings, "next_lever": next_lever})
 
 
-def _import_table(result: ImportResult, next_lever: str | None) -> None:
+def _import_table(result: ImportResult | RocprofImportResult, next_lever: str | None) -> None:
     out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")
@@ -226,7 +228,9 @@ def timing_text(result: RenderResult) -> str:
     s = result.seconds
     steps = ", ".join(f"{step} {v:.2f} s" for step, v in s.items() if step != "wall")  # in report_render's order
     workers = f"; build to write summed over {result.jobs} worker processes" if result.jobs > 1 else ""
-    return f"rendered in {s.get('wall', 0.0):.2f} s: {steps}{workers}"
+    kept = (f"; {result.kept} of {len(result.pages)} pages kept from the last render (their inputs unchanged)"
+            if result.kept else "")
+    return f"rendered in {s.get('wall', 0.0):.2f} s: {steps}{workers}{kept}"
 
 
 def print_render_summary(result: RenderResult, fmt: str = "table", max_rows: int = 30) -> None:
@@ -237,7 +241,8 @@ def print_render_summary(result: RenderResult, fmt: str = "table", max_rows: int
          lambda: {"campaign": result.campaign, "site": str(result.campaign_site), "index": str(result.index_path),
                   "pages": [{"page": str(p), "bytes": n} for p, n in result.pages], "downloads": result.downloads,
                   "download_bytes": result.download_bytes, "static": [str(p) for p in result.static],
-                  "seconds": {k: round(v, 3) for k, v in result.seconds.items()}, "jobs": result.jobs})
+                  "seconds": {k: round(v, 3) for k, v in result.seconds.items()}, "jobs": result.jobs,
+                  "kept": result.kept})
 
 
 def _render_table(result: RenderResult, max_rows: int) -> None:
@@ -260,7 +265,7 @@ def _render_table(result: RenderResult, max_rows: int) -> None:
     total = sum(size for _, size in result.pages)
     largest = max(result.pages, key=lambda p: (p[1], p[0].name))
     out.print(f"{len(result.pages)} pages, {total / 1024:,.1f} KiB (largest {largest[0].name}, "
-                  f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads, "
+                  f"{largest[1] / 1024:,.1f} KiB); {result.downloads} CSV/JSON downloads (gzip), "
                   f"{result.download_bytes / 1024:,.1f} KiB; static: {', '.join(p.name for p in result.static)}")
     out.print(timing_text(result))
     out.print(_safe(f"index: {result.index_path}"))

@@ -84,6 +84,11 @@ _RULE = {
     "additionalProperties": False,
 }
 BOUNDS = ("memory", "compute", "cache", "latency", "mixed", "comm", "unknown")
+VENDORS = ("nvidia", "amd")  # who made the GPU, so that a vendor's own fields (warp stalls, LDS) read as theirs
+# a 95% confidence interval [low, high] of a percentage
+_CI = {"oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}]}
+_PASSES = {"oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": {
+    "type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2}}]}
 
 # Warehouse column order follows this table; fields with warehouse=False come last.
 KERNEL_ROW: tuple[Field, ...] = (
@@ -104,6 +109,9 @@ KERNEL_ROW: tuple[Field, ...] = (
           required=True),
     Field("chip", "string", True, None, "tensor-path map of the launch's GPU (chips.yaml, from its compute capability "
           "and name); null: no verified map, so tensor FLOPs are null", agg="first", warehouse=False),
+    Field("vendor", "string", False, None, "the GPU's vendor: " + ", ".join(VENDORS) + " (the importer: import_ncu "
+          "nvidia, import_rocprof amd); absent from cells imported before it, which came from ncu", level="kernel",
+          schema={"enum": list(VENDORS)}),
     Field("launches", "integer", False, "launches", "launches of this kernel (same name, grid, block and work)",
           level="kernel", required=True, schema={"minimum": 1}),
     Field("launch_ids", "array", False, None, "ncu launch ids of those launches", level="kernel", required=True,
@@ -165,6 +173,9 @@ KERNEL_ROW: tuple[Field, ...] = (
          reads=("tensor_flops", "cuda_core_flops", "scalars.dram_bytes_sum", "scalars.duration_ns")),
     Field("achievable_key", "string", True, None, "key path of that measured roof", agg="first",
           schema={"pattern": "^[A-Za-z0-9_]+\\.empirical\\.[A-Za-z0-9_]+$"}),
+    Field("pct_of_achievable_ci", "array", True, "%", "95% confidence interval [low, high] of pct_of_achievable, "
+          "where the measured roof carries one (rocprof-compute's roofline.csv: 100 x rate / High, 100 x rate / Low); "
+          "the mean over launches", level="kernel", warehouse=False, schema=_CI),
     Field("ceiling_exceeded", "object", True, "%", "ceilings the kernel ran above 100% of, {key path: %}: that "
           "percentage is not a value (sol_pct, pct_of_achievable or family_sol_pct is null) and the ceiling is to be "
           "re-measured", schema={"additionalProperties": {"type": "number"}},
@@ -204,6 +215,10 @@ KERNEL_ROW: tuple[Field, ...] = (
     Field("bound", "string", False, None, "verdict: " + ", ".join(BOUNDS), required=True,
           schema={"enum": list(BOUNDS)}),
     Field("bound_reason", "string", False, None, "the numbers behind the verdict", required=True),
+    Field("pass_mixed", "object", True, None, "fields whose formula combines counters of different profiling passes "
+          "(replays of the kernel), {field: passes}; AI where FLOPs and bytes come from different passes: such a value "
+          "mixes two runs of the kernel. null: one pass (ncu), or the passes are not known", level="kernel",
+          warehouse=False, schema=_PASSES),
     Field("implausible", "array", True, None, "values no GPU produces (metrics.yaml implausible: durations under "
           "100 ns, over 100 PFLOP/s, over 1000% of a ceiling): a unit slip or a corrupt export; --strict refuses",
           warehouse=False, schema={"items": {"type": "string"}}),
@@ -226,6 +241,11 @@ KERNEL_ROW: tuple[Field, ...] = (
          formula="flops.total / l2_bytes", reads=("tensor_flops", "cuda_core_flops", "scalars.l2_bytes_per_second")),
     _num("ai_l1", "FLOP/byte", "flops.total / l1_bytes",
          formula="flops.total / l1_bytes", reads=("tensor_flops", "cuda_core_flops", "scalars.l1_bytes_per_second")),
+    Field("lds_bytes", "number", True, "bytes", "LDS (AMD's shared memory) bytes, the mean over launches: "
+          "rocprof-compute's panel 1200 (Theoretical Bandwidth, per kernel); null on ncu rows", level="kernel",
+          warehouse=False),
+    Field("ai_lds", "number", True, "FLOP/byte", "flops.total / lds_bytes (the mean over launches)", level="kernel",
+          warehouse=False),
     Field("tensor_ops_by_dtype", "object", True, "FLOP", "tensor-core ops by dtype", agg="dicts",
           warehouse=False, schema={"additionalProperties": _NULLABLE_NUMBERS},
           formula="as captured, one path per dtype (each op counts 2 per multiply-add)", reads=("tensor_flops",)),

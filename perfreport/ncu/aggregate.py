@@ -18,6 +18,8 @@ STAT_FIELDS = agg_names("mean")
 CONSTANT_FIELDS = agg_names("first")
 # Mappings averaged key by key (a string value, such as ncu_peaks.compute_path, is taken from the first launch).
 DICT_FIELDS = agg_names("dicts")
+VENDOR = "nvidia"  # every ncu row's vendor
+AMD_ONLY = ("lds_bytes", "ai_lds", "pass_mixed", "pct_of_achievable_ci")  # kernel-row fields ncu has nothing for
 
 
 def _stats(values: list[float | None]) -> dict[str, Any] | None:
@@ -208,6 +210,8 @@ def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: 
         "source": source_id,
         "launches": len(rows),
         "launch_ids": [r["launch_id"] for r in rows],
+        "vendor": VENDOR,
+        **dict.fromkeys(AMD_ONLY),
     }
     for f in CONSTANT_FIELDS:
         entry[f] = rows[0][f]

@@ -25,6 +25,7 @@ from perfreport.config.capture_ceilings import FROM_CAPTURE
 from perfreport.config.ceilings import Ceilings
 from perfreport.errors import InputError
 from perfreport.timeshare.step_budget import host_share_pct
+from perfreport.warehouse import amd
 from perfreport.warehouse.db import NCU_FILE, SAMPLES_FILE, TIMES_FILE, open_loaded
 from perfreport.warehouse.roofline import RooflineModel, RoofPoint, build_roofline
 from perfreport.warehouse.stats import Summary, compare, summarize
@@ -360,10 +361,14 @@ def gather(campaign_dir: Path) -> CampaignData:
     """Load the campaign, its cells' kernels and bundles and the warehouse join (the roofline model on first use)."""
     campaign = load_campaign(campaign_dir)
     if campaign.from_capture and campaign.capture_ceilings is None:
-        raise InputError(f"{campaign.config_path}: hardware: {FROM_CAPTURE} takes its ceilings from the captures "
-                         f"(ncu's device peaks), and no capture is imported yet; import one with `perftunereport "
-                         f"import_ncu --campaign {campaign.dir} --cell-id ID --bundle FILE`, then render.")
-    ceilings = campaign_ceilings(campaign)
+        amd_campaign = amd.from_capture_hardware(campaign)  # an AMD workload names its chip; ncu writes its peaks
+        if amd_campaign is None:
+            raise InputError(f"{campaign.config_path}: hardware: {FROM_CAPTURE} takes its ceilings from the captures "
+                             f"(ncu's device peaks, or an AMD workload's chip), and no capture is imported yet; import "
+                             f"one with `perftunereport import_ncu --campaign {campaign.dir} --cell-id ID --bundle "
+                             f"FILE` (or import_rocprof for an AMD workload), then render.")
+        campaign = amd_campaign
+    ceilings = amd.with_amd_ceilings(campaign, campaign_ceilings(campaign))
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
     wh = _warehouse(campaign, ceilings)
     kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])
