@@ -220,6 +220,8 @@ def json_default(v: Any) -> Any:
 def csv_cell(v: Any) -> str:
     """One CSV cell, for the site's downloads and the CLI's --format csv: numbers unformatted, null empty, lists and
     objects as JSON, formula-looking text defused (a spreadsheet shows `=cmd|...` as text, never runs it)."""
+    if v.__class__ is str:  # most cells of a download: the cheap test first
+        return defused(v)
     if v is None:
         return ""
     if isinstance(v, bool):

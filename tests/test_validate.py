@@ -126,3 +126,11 @@ def _unchecked(node: Any) -> set[str]:
         elif key in ("items", "additionalProperties", "if", "then", "oneOf", "allOf"):
             out |= _unchecked(value)
     return out
+
+
+def test_fallback_checks_max_items() -> None:
+    """maxItems (a 95% CI is [low, high]: kernel rows' pct_of_achievable_ci) is checked without jsonschema too."""
+    schema = {"$id": "probe.schema.json", "type": "array", "maxItems": 2}
+    assert [p.message for p in validate._fallback([1.0, 2.0, 3.0], schema)] == [
+        "expected at most 2 item(s), got an array"]
+    assert list(validate._fallback([1.0, 2.0], schema)) == []

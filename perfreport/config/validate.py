@@ -20,8 +20,8 @@ from perfreport.errors import PerfReportError
 
 CHECKED = frozenset({
     "type", "const", "enum", "pattern", "minLength", "minimum", "exclusiveMinimum", "maximum", "minItems",
-    "minProperties", "required", "properties", "additionalProperties", "items", "$ref", "oneOf", "allOf", "if",
-    "then",
+    "maxItems", "minProperties", "required", "properties", "additionalProperties", "items", "$ref", "oneOf", "allOf",
+    "if", "then",
 })
 ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs"})
 ONE_OF = "expected exactly one of the forms the schema allows"
@@ -155,7 +155,7 @@ def _expected(keyword: str, want: Any, node: Mapping[str, Any]) -> str | None:
     words = {"minLength": "a non-empty string" if want == 1 else f"at least {want} character(s)",
              "minimum": f"a number >= {want}", "exclusiveMinimum": f"a number > {want}",
              "maximum": f"a number <= {want}", "minItems": f"at least {want} item(s)",
-             "minProperties": f"at least {want} field(s)"}
+             "maxItems": f"at most {want} item(s)", "minProperties": f"at least {want} field(s)"}
     return words.get(keyword)
 
 
@@ -242,6 +242,8 @@ def _walk(value: Any, node: Any, root: Mapping[str, Any], parts: list[Any]) -> I
     elif isinstance(value, list):
         if len(value) < node.get("minItems", 0):
             yield _problem(parts, "minItems", node["minItems"], value, node, "")
+        if "maxItems" in node and len(value) > node["maxItems"]:
+            yield _problem(parts, "maxItems", node["maxItems"], value, node, "")
         if "items" in node:
             for i, item in enumerate(value):
                 yield from _walk(item, node["items"], root, [*parts, i])

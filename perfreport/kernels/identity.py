@@ -18,6 +18,7 @@ come out of a name:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from perfreport.errors import InputError
 from perfreport.kernels.names import anonymous_spelled_once, function_name
@@ -63,6 +64,7 @@ def normalize(name: str) -> str:
     return re.sub(r"\s+", "", function_name(s))
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of the name; a campaign's cells run the same kernels over and over
 def simplify(name: str) -> str:
     """Return the full instantiation key of a demangled name, comparable between nsys, kineto and ncu.
 
