@@ -310,7 +310,11 @@ def _render_pages(work: _Work, jobs: int, progress: Callable[[int, int], None] |
     kept = kept or {}
     total = len(work.builders)
     todo = [i for i in range(total) if i not in kept]
-    chunks = [todo[i:i + CHUNK] for i in range(0, len(todo), CHUNK)]
+    # pages 01-08 (no digest: they read every cell, 0.3-0.6 s each on 200 cells) one per task, so the workers share
+    # them; the per-cell pages in tasks of CHUNK
+    chunks = [[i] for i in todo if work.builders[i].inputs is None]
+    rest = [i for i in todo if work.builders[i].inputs is not None]
+    chunks += [rest[i:i + CHUNK] for i in range(0, len(rest), CHUNK)]
     jobs = max(min(jobs, len(chunks)), 1)
     written: dict[int, Written] = dict(kept)
     spent = dict.fromkeys(STEPS[1:], 0.0)
