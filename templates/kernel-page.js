@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   var FIELDS = PERFREPORT_FIELDS;
+  var AMD_FIELDS = PERFREPORT_AMD_FIELDS;  // per gfx: AMD rows' fields with rocprof-compute counters
   var PADDING_FLAG = PERFREPORT_PADDING_FLAG;  // warehouse/roofline.py PADDING_FLAG, written above this code
   var root = document.getElementById("kernel");
   var data = null, kernels = [];  // set by readData before the first draw
@@ -182,10 +183,13 @@
   }
 
   function open(k, src) {
-    var s = section("Open the source report at this launch (Nsight Compute)", "open");
+    var amd = k.vendor === "amd";
+    var s = section("Open the source " + (amd ? "workload at this dispatch (rocprof-compute)"
+                                              : "report at this launch (Nsight Compute)"), "open");
     var launch = String(k.launch_ids[0]);
-    s.appendChild(el("p", "From the campaign folder; launch " + launch + " is the row's first launch (ncu's ID " +
-                          "column).", "note"));
+    s.appendChild(el("p", "From the campaign folder; " + (amd ? "dispatch " + launch + " is the row's first " +
+                          "dispatch (pmc_perf.csv's Dispatch_ID)." : "launch " + launch + " is the row's first " +
+                          "launch (ncu's ID column)."), "note"));
     var lines = src ? src.open : [k.source + ": source not listed in this cell's ncu_sources"];
     lines.forEach(function (line) {
       var pre = el("pre");
@@ -195,10 +199,14 @@
   }
 
   function derived(k) {
-    var s = section("Derived numbers: value, formula and the ncu metrics read", "derived");
+    // an AMD row (vendor amd, from rocprof-compute) reads its gfx's counters, named as rocprof-compute names them
+    var amd = k.vendor === "amd";
+    var fields = amd ? (AMD_FIELDS[(k.rocprof || {}).gfx_arch] || []) : FIELDS;
+    var counters = amd ? "rocprof-compute counters" : "ncu metrics";
+    var s = section("Derived numbers: value, formula and the " + counters + " read", "derived");
     var stats = k.stats || {};
     var rows = [];
-    FIELDS.forEach(function (f) {
+    fields.forEach(function (f) {
       var v = k[f.field];
       var metrics = f.metrics.join("\n");
       if (v !== null && typeof v === "object") {
@@ -214,9 +222,11 @@
                  metrics]);
     });
     s.appendChild(el("p", "Means over the row's launches; null counters stay \u201cnot captured\u201d (never 0). " +
-                          "Metric names are those of the metric catalog (perfreport/ncu/catalog/metrics.yaml).",
+                          (amd ? "Counter names are pmc_perf.csv's, $names sysinfo.csv's, through the formulas of " +
+                                 "perfreport/rocprof/formulas.yaml for " + ((k.rocprof || {}).gfx_arch || "?") + "."
+                               : "Metric names are those of the metric catalog (perfreport/ncu/catalog/metrics.yaml)."),
                      "note"));
-    s.appendChild(table("derived-table", ["field", "value", "min \u2013 max", "unit", "formula", "ncu metrics"],
+    s.appendChild(table("derived-table", ["field", "value", "min \u2013 max", "unit", "formula", counters],
                         rows, [1], [4, 5]));
   }
 
@@ -226,7 +236,9 @@
     var share = k.warp_stalls_pct || {};
     var reasons = Object.keys(Object.assign({}, cycles, share));
     if (!reasons.length) {
-      s.appendChild(el("p", "Not captured: warp states need the WarpStateStats section (--set full).", "missing"));
+      s.appendChild(el("p", k.vendor === "amd" ? "Not captured: rocprof-compute counts wave states per CU, " +
+                            "not stall reasons per issued instruction." :
+                            "Not captured: warp states need the WarpStateStats section (--set full).", "missing"));
       return;
     }
     reasons.sort(function (a, b) { return (cycles[b] || share[b] || 0) - (cycles[a] || share[a] || 0); });

@@ -21,6 +21,8 @@ from markupsafe import Markup
 
 from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.rocprof.fields import field_tables as amd_field_tables
+from perfreport.rocprof.importer import FORMAT as ROCPROF_FORMAT
 from perfreport.site.page_model import Page
 from perfreport.site.templating import templates_dir
 from perfreport.warehouse.gather import CampaignData, CellData
@@ -69,6 +71,9 @@ def link_kernels(data: CampaignData) -> None:
 def open_commands(source: dict[str, Any]) -> list[str]:
     """Commands that open a source at one launch ({launch} left to fill), run from the campaign folder."""
     path, fmt = str(source.get("source") or source.get("id") or ""), source.get("format")
+    if fmt == ROCPROF_FORMAT:  # a workload folder: rocprof-compute analyzes it whole (dispatch ids as in pmc_perf)
+        return [f"rocprof-compute analyze -p {shlex.quote(path)} --dispatch {{launch}}",
+                f"rocprof-compute analyze -p {shlex.quote(path)} --gui   (all dispatches, in the browser)"]
     if fmt == "ncu-rep":
         report = path[:-3] if path.endswith(".gz") else path
         unzip = [f"gunzip -k {shlex.quote(path)}   # ncu reads the report uncompressed"] if report != path else []
@@ -85,10 +90,13 @@ def field_table() -> list[dict[str, Any]]:
 
 
 def script_text() -> str:
-    """kernel-page.js: the field table and the padding flag, then the drawing code (templates/kernel-page.js)."""
+    """kernel-page.js: the field tables (ncu's, and per gfx the AMD rows' with rocprof-compute counters) and the
+    padding flag, then the drawing code (templates/kernel-page.js)."""
     fields = json.dumps(field_table(), ensure_ascii=False, separators=(",", ":"))
+    amd = json.dumps(amd_field_tables(), ensure_ascii=False, separators=(",", ":"))
     code = (templates_dir() / SCRIPT).read_text(encoding="utf-8")
-    return f"var PERFREPORT_FIELDS = {fields};\nvar PERFREPORT_PADDING_FLAG = {PADDING_FLAG!r};\n{code}"
+    return (f"var PERFREPORT_FIELDS = {fields};\nvar PERFREPORT_AMD_FIELDS = {amd};\n"
+            f"var PERFREPORT_PADDING_FLAG = {PADDING_FLAG!r};\n{code}")
 
 
 def kernel_data(data: CampaignData, cd: CellData) -> str:
