@@ -64,3 +64,12 @@ def test_the_amd_kernel_page_reads_as_rocprof_compute(browser: Any, amd_site: Pa
         assert "per CU" in visit.page.locator("#stalls").inner_text()  # no ncu section advice for an AMD row
     finally:
         visit.page.close()
+
+
+def test_the_next_lever_of_an_amd_kernel_names_its_profiler(tmp_path: Path) -> None:
+    """No timeline imported: the lever stands in with the profiler's duration share, rocprof-compute's here."""
+    root = campaign(tmp_path)
+    run = run_cli("import_rocprof", "--campaign", str(root), "--cell-id", "vcopy", str(DATA / "MI200"), ok=True)
+    said = " ".join(run.output.split())
+    assert "rocprof-compute duration share x the distance to its measured roof" in said
+    assert "(rocprof-compute serializes kernels)" in said and "ncu" not in said.split("next lever")[1]

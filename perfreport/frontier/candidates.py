@@ -22,6 +22,7 @@ HOST_BOUND_PCT = 50.0
 AT_ROOF_PCT = 95.0  # % of the achievable roof from which only less work or a cheaper dtype moves a kernel
 EASE = {"low": 1.0, "medium": 0.5, "high": 0.25}
 TENSOR_FAMILIES = {"gemm", "moe_gemm", "attention"}
+PROFILERS = {"nvidia": "ncu", "amd": "rocprof-compute"}  # kernel_join vendor -> the profiler behind its duration
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def kernel_lever(row: Mapping[str, Any], host_note: str | None = None, steps: in
     saving = "unknown"
     proxy = ("not in the cell's imported timeline (no timeline kernel matched its name)" if timed
              else "no timeline imported for this cell")
+    profiler = PROFILERS.get(str(row.get("vendor")), "ncu")  # who measured the duration share it stands in with
     if row.get("amdahl_bound_pct") is not None:
         saved, saved_ms, saving = float(row["amdahl_bound_pct"]), row.get("amdahl_bound_ms"), "measured"
         what = str(row.get("amdahl_basis"))
@@ -162,14 +164,14 @@ def kernel_lever(row: Mapping[str, Any], host_note: str | None = None, steps: in
     elif row.get("ncu_share_pct") is not None and row.get("bound") == "latency":
         saved, saving = float(row["ncu_share_pct"]), "estimate"
         saved_ms = None if row.get("ncu_ms") is None else float(row["ncu_ms"])
-        basis = (f"launch-bound, {proxy}: its launch floor cannot be placed, so its whole ncu duration share, an "
-                 f"upper bound")
+        basis = (f"launch-bound, {proxy}: its launch floor cannot be placed, so its whole {profiler} duration share, "
+                 f"an upper bound")
     elif row.get("ncu_share_pct") is not None and pct is not None:
         fraction = 1.0 - min(max(pct, 0.0), 100.0) / 100.0
         saved, saving = float(row["ncu_share_pct"]) * fraction, "estimate"
         saved_ms = None if row.get("ncu_ms") is None else float(row["ncu_ms"]) * fraction
-        basis = (f"ncu duration share x the distance to its {roof} roof {key} (at {pct:.0f}% of it); {proxy}, so "
-                 f"an upper bound (ncu serializes kernels)")
+        basis = (f"{profiler} duration share x the distance to its {roof} roof {key} (at {pct:.0f}% of it); {proxy}, "
+                 f"so an upper bound ({profiler} serializes kernels)")
     else:
         basis = "unknown: no time share and no % of a roof"
     per_step = float(saved_ms) * 1e3 / steps if saved_ms is not None and steps else None

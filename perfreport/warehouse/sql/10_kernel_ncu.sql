@@ -35,6 +35,7 @@ SELECT
     c.label,
     c.function,
     c.name,
+    coalesce(c.vendor, 'nvidia') AS vendor,  -- a cell imported before the field came from ncu
     c.kernel_id,
     c.launch_ids,
     c.grid_size,

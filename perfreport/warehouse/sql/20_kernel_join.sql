@@ -130,7 +130,7 @@ joined AS (
         CASE WHEN o.cell_id IS NOT NULL THEN 'op shapes'
              WHEN n.parts > 1 AND (t.cell_id IS NOT NULL OR s.cell_id IS NOT NULL) THEN 'ncu time' END
             AS share_split,
-        n.ncu_source, n.section_set, n.kernel_id, n.launches AS ncu_launches,
+        n.ncu_source, n.section_set, n.kernel_id, n.vendor, n.launches AS ncu_launches,
         n.duration_ns AS ncu_duration_ns, n.family, n.bound, n.sol_pct, n.sol_ceiling_key,
         n.pct_of_achievable, n.achievable_key, n.ceiling_exceeded, n.above_achievable,
         -- useful FLOPs per launch (a trace recorded with shapes): the matched op/shape row's, else the value nearest
