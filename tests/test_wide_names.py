@@ -149,3 +149,44 @@ def test_long_kernel_names_never_push_a_tables_numbers_out_of_view(browser: Any,
         finally:
             visit.page.close()
     assert checked >= 10  # the kernel tables of pages 4-7, the cell pages and the comparison
+
+
+# Each numeric column of a table's first body row brought into view as a reader scrolls the table's box sideways:
+# where its centre is, the number's own cell is on top, and so is the row's kernel-name cell (it stays at the box's
+# left edge: site.css's sticky name column). A column left of the name column is read with the box unscrolled.
+EVERY_NUMBER = """() => Array.from(document.querySelectorAll('table.data[data-name]')).map(t => {
+  const box = t.closest('.scroll'), row = t.tBodies[0] && t.tBodies[0].rows[0];
+  const name = +t.dataset.name.split(' ')[0];
+  const nums = (t.dataset.num || '').split(' ').filter(Boolean).map(Number);
+  if (!row) return null;
+  const onTop = c => { const r = c.getBoundingClientRect();
+    const e = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2); return !!e && c.contains(e); };
+  const out = nums.map(i => {
+    box.scrollLeft = 0;
+    const cell = row.cells[i - 1];
+    cell.scrollIntoView({block: 'center', inline: 'nearest'});
+    return {column: t.tHead.rows[0].cells[i - 1].textContent, number: onTop(cell), name: onTop(row.cells[name - 1]),
+            scrolled: box.scrollLeft > 0};
+  });
+  box.scrollLeft = 0;
+  return {table: t.closest('section').id, columns: out};
+}).filter(Boolean)"""
+
+
+def test_every_number_of_every_table_comes_into_view_beside_its_kernel(browser: Any,  # noqa: F811
+                                                                      pair_site: RenderResult) -> None:
+    """At 1400 px, on every page: scrolling a table sideways brings each of its numeric columns into view with the
+    row's kernel name still shown beside it (the 30-column time-share table too, whose numbers a window can't hold)."""
+    scrolled = checked = 0
+    for path in [p for p, _ in pair_site.pages]:
+        visit = Visit(browser, path)
+        try:
+            for t in visit.page.evaluate(EVERY_NUMBER):
+                for c in t["columns"]:
+                    where = (path.name, t["table"], c["column"])
+                    assert c["number"] and c["name"], where
+                    scrolled += c["scrolled"]
+                    checked += 1
+        finally:
+            visit.page.close()
+    assert checked >= 80 and scrolled >= 40, (checked, scrolled)  # wide tables were scrolled, and read
