@@ -73,3 +73,11 @@ def test_the_next_lever_of_an_amd_kernel_names_its_profiler(tmp_path: Path) -> N
     said = " ".join(run.output.split())
     assert "rocprof-compute duration share x the distance to its measured roof" in said
     assert "(rocprof-compute serializes kernels)" in said and "ncu" not in said.split("next lever")[1]
+
+
+def test_the_warehouse_query_verb_scores_an_amd_campaign_with_its_chip(tmp_path: Path) -> None:
+    root = campaign(tmp_path)
+    run_cli("import_rocprof", "--campaign", str(root), "--cell-id", "vcopy", str(DATA / "MI200"), ok=True)
+    sql = "SELECT vendor, round(sol_pct, 2) AS sol, sol_ceiling_key FROM kernel_join WHERE kernel_id IS NOT NULL"
+    run = run_cli("query", "--campaign", str(root), "--format", "csv", sql, ok=True)
+    assert run.output.splitlines()[1:] == ["amd,53.03,mi210_gfx90a.hbm_tbps"]

@@ -78,7 +78,7 @@ def test_lake_kernel_columns_are_typed_by_the_table() -> None:
         if name in row.FIELDS:
             assert column.type == lake_rows.ARROW_TYPES[row.FIELDS[name].type], column.name
             checked += 1
-    assert checked == 25  # with label, grid_size, block_size, instance
+    assert checked == 26  # with label, grid_size, block_size, instance, vendor
     assert dict(lake_rows.KERNEL_MEASURES)["launches"] == pa.int64()
     assert dict(lake_rows.KERNEL_MEASURES)["ai_measured"] == pa.bool_()
     assert [n for n, _ in lake_rows.KERNEL_MEASURES if n not in row.FIELDS] == ["flops_total", "sol_pct_note"]

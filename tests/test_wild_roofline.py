@@ -35,7 +35,8 @@ import pytest
 from conftest import run_cli, write_config
 
 from perfreport.config.ceilings import ceiling_kind, load_ceilings
-from perfreport.ncu.importer import ImportResult, import_ncu
+from perfreport.kernels.cells import ImportResult
+from perfreport.ncu.importer import import_ncu
 
 WILD = Path(__file__).resolve().parent / "data" / "wild"
 REPORTS = sorted([*WILD.glob("**/*.ncu-rep"), *WILD.glob("**/*.ncu-rep.gz")])

@@ -399,7 +399,7 @@ def demo_cmd(campaign_dir: Path, out_dir: Path) -> None:
         render_progress,
     )
     from perfreport.frontier.candidates import campaign_next_lever
-    from perfreport.ncu.importer import ImportResult
+    from perfreport.kernels.cells import ImportResult
     from perfreport.site.render import report_render
     from perfreport.timeshare.step_budget import CellSteps
     from perfreport.warehouse.campaign_import import import_campaign

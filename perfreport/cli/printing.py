@@ -18,9 +18,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from perfreport.frontier.value_view import ValueView
+    from perfreport.kernels.cells import ImportResult
     from perfreport.lake.regressions import RegressionsResult
-    from perfreport.ncu.importer import ImportResult
-    from perfreport.rocprof.importer import ImportResult as RocprofImportResult
     from perfreport.timeshare.step_budget import CellSteps, StepBudget
 
 
@@ -85,7 +84,7 @@ IMPORT_COLUMNS = ("label", "function", "instance", "launches", "family", "durati
                   "theoretical_occupancy_pct", "bound", "source", "name")
 
 
-def print_import_summary(result: ImportResult | RocprofImportResult, fmt: str = "table",
+def print_import_summary(result: ImportResult, fmt: str = "table",
                          next_lever: str | None = None) -> None:
     """Print what an import wrote: a rich table, its kernels as CSV rows, or a JSON summary; the table ends with the
     campaign's next lever (frontier.candidates: the same one page 1, page 7 and value_view name)."""
@@ -96,7 +95,7 @@ def print_import_summary(result: ImportResult | RocprofImportResult, fmt: str = 
                   "warnings": result.warnings, "next_lever": next_lever})
 
 
-def _import_table(result: ImportResult | RocprofImportResult, next_lever: str | None) -> None:
+def _import_table(result: ImportResult, next_lever: str | None) -> None:
     out = console()
     srcs = ", ".join(f"{s['id']} [{s['format']}, set {s['section_set'] or '?'}]" for s in result.sources)
     table = Table(title=_safe(f"{result.campaign} / {result.cell_id} ← {srcs}"), title_justify="left")

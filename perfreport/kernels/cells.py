@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,19 @@ from perfreport.config import validate as schemas
 from perfreport.errors import InputError
 from perfreport.files import write_json_atomic
 from perfreport.kernels.labels import kernel_labels
+
+
+@dataclass
+class ImportResult:
+    """What one import of a cell wrote (any importer: import_ncu, import_rocprof), for the CLI summary."""
+
+    path: Path
+    campaign: str
+    cell_id: str
+    hardware: str
+    sources: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]  # the kernels of the sources imported now
+    warnings: list[str] = field(default_factory=list)
 
 SCHEMA_VERSION = 1
 FILE_NAME = "ncu_kernels.json"

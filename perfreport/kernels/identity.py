@@ -13,6 +13,9 @@ come out of a name:
   spelling, whitespace), used only to tell apart several instantiations of one function. The kernel's own
   outermost namespace is kept as a suffix (`gemm_kernel<float> [cutlass]`): kernels of two libraries never share
   a key (ncu's CSV shortens `at::native::` to `at::` but keeps that first namespace).
+
+Both first drop the code-object suffix AMD's tools append (`vecCopy(double*, int) [clone .kd]` in rocprof-compute's
+pmc_perf.csv, `Cijk_..._WG64_4_1.kd`), so a rocprof row and a ROCm torch trace's spelling of one kernel share keys.
 """
 
 from __future__ import annotations
@@ -26,6 +29,17 @@ from perfreport.kernels.names import anonymous_spelled_once, function_name
 # No compiler writes a kernel name this long (templated ones run to a few thousand characters): a longer one is
 # damaged bytes, and a name cut to fit could merge two kernels into one row. Every importer refuses it.
 MAX_NAME_CHARS = 1 << 16
+# rocprof's suffix naming the kernel descriptor symbol (`<kernel>.kd`), no part of the kernel's name; longest first
+CODE_OBJECT_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
+
+
+def without_code_object_suffix(name: str) -> str:
+    """The name stripped, without the code-object suffix rocprof writes after a kernel's name (` [clone .kd]`)."""
+    s = name.strip()
+    for suffix in CODE_OBJECT_SUFFIXES:
+        if s.endswith(suffix):
+            return s[: -len(suffix)].rstrip()
+    return s
 
 
 def check_name_length(name: str, where: str) -> None:
@@ -58,7 +72,7 @@ def normalize(name: str) -> str:
     Mangled names (`_Z...`) are reduced to their function identifier with a small Itanium parser; a mangled
     name it cannot read is returned unchanged (stripped), so it still joins with an identical string.
     """
-    s = name.strip()
+    s = without_code_object_suffix(name)
     if s.startswith("_Z"):
         return _itanium_function(s) or s
     return re.sub(r"\s+", "", function_name(s))
@@ -73,7 +87,7 @@ def simplify(name: str) -> str:
     `vectorized_elementwise_kernel<8,CUDAFunctor_add<BFloat16>,array<char*,3>>`. Mangled names are returned
     stripped and otherwise unchanged.
     """
-    s = name.strip()
+    s = without_code_object_suffix(name)
     if s.startswith("_Z"):
         return s
     s = _ANON.sub("", anonymous_spelled_once(s))

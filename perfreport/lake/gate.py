@@ -2,7 +2,8 @@
 
 A problem is a string that starts with its path (``cells[<id>].context.<section>.<field>: missing``) so one
 error can list them all at once. Context problems make a cell's rows ``context_complete = false``; kernel
-problems (a null %SoL, a %SoL without its ceiling) are recorded on that kernel's row only. Campaign problems
+problems (a null %SoL, a %SoL without its ceiling, an AMD row whose source lacks its measurement context:
+rocprof/context.py) are recorded on that kernel's row only. Campaign problems
 (the krhpa block, ``krhpa.candidate.H: ...``) are recorded on every published cell row and listed once.
 """
 
@@ -19,6 +20,8 @@ from perfreport.errors import ConfigError, PerfReportError
 from perfreport.frontier.krhpa import krhpa_problems
 from perfreport.kernels.cells import FILE_NAME, read_cell
 from perfreport.kernels.identity import simplify
+from perfreport.rocprof.context import FORMAT as ROCPROF_FORMAT
+from perfreport.rocprof.context import source_context_problems
 from perfreport.warehouse.gather import trial_count
 
 FULL_SETS = frozenset({"full", "roofline", "detailed"})
@@ -119,6 +122,9 @@ def _null_sol_reason(kernel: dict[str, Any], section_set: str | None) -> str | N
         return "cache-bound: its roof is its cache level's bandwidth, which the ceilings file does not hold"
     if not key and kernel.get("ai_measured"):
         return "no ceiling of its precision on this hardware (sol-ceilings.yaml)"
+    if kernel.get("duration_ns") is None:
+        return "not measured (no kernel duration in the capture, so no rate to set against a roof; the import's " \
+               "warnings say why)"
     return None
 
 
@@ -138,13 +144,20 @@ def _fuller_rows(ncu: dict[str, Any], sets: dict[Any, Any]) -> dict[str, str]:
 
 def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any], not_measured: str | None = None) -> None:
     grounding = check.context.get("grounding") or {}
-    sets = {s.get("id"): s.get("section_set") for s in ncu.get("sources", [])}
+    # an ncu section set decides which rows measure a %SoL; a rocprof-compute source's `section_set` lists the
+    # hardware blocks it profiled (ip_blocks), which is no such set
+    sets = {s.get("id"): None if s.get("format") == ROCPROF_FORMAT else s.get("section_set")
+            for s in ncu.get("sources", [])}
+    unframed = {s.get("id"): gaps for s in ncu.get("sources", []) if (gaps := source_context_problems(s))}
     fuller = _fuller_rows(ncu, sets)
     for k in ncu.get("kernels", []):
         kid = str(k.get("id"))
         kpath = f"{prefix}.kernels[{kid}]"
         problems: list[str] = [f"{kpath}: implausible value: {p} (a unit slip or a corrupt export; fix the "
                                f"export and re-import)" for p in k.get("implausible") or []]
+        problems += [f"{kpath}.measurement_context: source {k.get('source')} does not record {gap}; its "
+                     f"sysinfo.csv lacks it: re-profile with rocprof-compute (which writes it) and re-import"
+                     for gap in unframed.get(k.get("source"), [])]
         section_set = sets.get(k.get("source"))
         twin = fuller.get(_instantiation(k)) if k.get("sol_pct") is None and section_set not in FULL_SETS else None
         if twin is not None:

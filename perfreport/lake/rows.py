@@ -19,8 +19,11 @@ from perfreport.config.context import CONTEXT_FIELDS
 from perfreport.frontier.krhpa import krhpa_label
 from perfreport.kernels.row import FIELDS as KERNEL_FIELDS
 from perfreport.lake.gate import CellCheck
+from perfreport.rocprof.context import FORMAT as ROCPROF_FORMAT
+from perfreport.rocprof.derive import ROCPROF_KEY
 from perfreport.warehouse.gather import campaign_trial_samples
 
+DEFAULT_VENDOR = "nvidia"  # a kernel row without `vendor` was written by import_ncu before the field (kernels/row.py)
 BOOL_FIELDS = frozenset({"enforce_eager", "async_scheduling", "prefix_caching", "same_node"})
 FLOAT_FIELDS = frozenset({"gpu_memory_utilization"})
 INT_FIELDS = frozenset({"tp", "dp", "pp", "ep", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
@@ -58,7 +61,7 @@ KERNEL_MEASURES: list[tuple[str, pa.DataType]] = [
 KERNELS = pa.schema(KEYS + [
     pa.field("kernel_id", pa.string(), nullable=False), ("name", pa.string()), ("function", pa.string()),
     ("label", pa.string()), ("grid_size", pa.string()), ("block_size", pa.string()), ("instance", pa.int64()),
-    ("family", pa.string()), ("source_id", pa.string()), ("source_file", pa.string()),
+    ("family", pa.string()), ("vendor", pa.string()), ("source_id", pa.string()), ("source_file", pa.string()),
     ("source_sha256", pa.string()), ("ncu_version", pa.string()), ("section_set", pa.string()),
     *KERNEL_MEASURES, *DESCRIPTOR, *GATE, *KRHPA,
 ])
@@ -69,6 +72,9 @@ CAPTURES = pa.schema(KEYS + [
     pa.field("source_id", pa.string(), nullable=False), ("file", pa.string()), ("sha256", pa.string()),
     ("format", pa.string()), ("ncu_version", pa.string()), ("gpu", pa.string()), ("section_set", pa.string()),
     ("kernels", pa.int64()), ("publication_id", pa.string()),
+    # the GPU's vendor, and the source's vendor-specific measurement record (AMD: rocprof-compute and ROCm
+    # versions, chip, sysinfo.csv clocks) as sorted JSON; null for an ncu report, whose ncu_version and gpu say it
+    ("vendor", pa.string()), ("measurement_json", pa.string()),
 ])
 PUBLICATIONS = pa.schema([
     pa.field("publication_id", pa.string(), nullable=False), pa.field("campaign", pa.string(), nullable=False),
@@ -147,6 +153,11 @@ def descriptor(ctx: dict[str, Any]) -> dict[str, Any]:
     return {name: _typed(flat[name], typ) for name, typ in DESCRIPTOR}
 
 
+def _source_vendor(source: dict[str, Any]) -> str:
+    """The vendor of a cell-file source: a rocprof-compute workload's is amd, every other format is ncu's."""
+    return "amd" if source.get("format") == ROCPROF_FORMAT else DEFAULT_VENDOR
+
+
 def _kernel_row(campaign: Campaign, check: CellCheck, k: dict[str, Any], src: dict[str, Any],
                 desc: dict[str, Any]) -> dict[str, Any]:
     kid = str(k["id"])
@@ -158,7 +169,8 @@ def _kernel_row(campaign: Campaign, check: CellCheck, k: dict[str, Any], src: di
         "campaign": campaign.id, "cell_id": check.cell_id, "kernel_id": kid, "name": k.get("name"),
         "function": k.get("function"), "label": k.get("label"), "grid_size": k.get("grid_size"),
         "block_size": k.get("block_size"), "instance": _typed(k.get("instance"), pa.int64()),
-        "family": k.get("family"), "source_id": k.get("source"),
+        "family": k.get("family"), "vendor": k.get("vendor") or _source_vendor(src),
+        "source_id": k.get("source"),
         "source_file": src.get("file"), "source_sha256": src.get("sha256"), "ncu_version": src.get("ncu_version"),
         "section_set": src.get("section_set"), **measures, **desc,
         "context_complete": check.context_complete,
@@ -185,10 +197,13 @@ def build_rows(campaign: Campaign, checks: list[CellCheck]) -> Rows:
         })
         for sid in sorted(sources):
             s = sources[sid]
+            record = s.get(ROCPROF_KEY) if s.get("format") == ROCPROF_FORMAT else None
             rows.captures.append({
                 "campaign": campaign.id, "cell_id": check.cell_id, "source_id": sid,
                 **{c: _typed(s.get(c), CAPTURES.field(c).type)
                    for c in ("file", "sha256", "format", "ncu_version", "gpu", "section_set", "kernels")},
+                "vendor": _source_vendor(s),
+                "measurement_json": json.dumps(record, sort_keys=True, ensure_ascii=False) if record else None,
             })
         for i, k in enumerate(kernels):
             if not k.get("id"):

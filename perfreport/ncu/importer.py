@@ -14,7 +14,15 @@ from perfreport.config.campaign import Campaign, campaign_ceilings, load_campaig
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
-from perfreport.kernels.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
+from perfreport.kernels.cells import (
+    FILE_NAME,
+    ImportResult,
+    check_source,
+    merge_sources,
+    read_cell,
+    source_id,
+    write_cell,
+)
 from perfreport.kernels.identity import check_name_length
 from perfreport.ncu.aggregate import summarize_capture
 from perfreport.ncu.csv import merge
@@ -24,19 +32,6 @@ from perfreport.ncu.model import Capture
 from perfreport.ncu.read import is_report, read_export
 from perfreport.ncu.rep.reader import FileHash
 from perfreport.progress import Progress
-
-
-@dataclass
-class ImportResult:
-    """What one import wrote, for the CLI summary."""
-
-    path: Path
-    campaign: str
-    cell_id: str
-    hardware: str
-    sources: list[dict[str, Any]]
-    kernels: list[dict[str, Any]]  # the kernels of the sources imported now
-    warnings: list[str] = field(default_factory=list)
 
 
 def _source_record(capture: Capture, source_id: str, n_kernels: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import yaml
 
 from perfreport.config.ceilings import Ceilings, classify_family, load_ceilings
 from perfreport.errors import InputError
+from perfreport.kernels.identity import without_code_object_suffix
 from perfreport.kernels.names import function_name
 from perfreport.kernels.row import KERNEL_ROW, LAUNCH_ID, agg_names
 from perfreport.rocprof import ceilings as amd
@@ -28,7 +29,6 @@ from perfreport.rocprof.read import Workload, to_number
 FORMULAS_PATH = Path(__file__).with_name("formulas.yaml")
 ROCPROF_KEY = "rocprof"  # the per-row dict of AMD values the kernel row has no field for (docs/rocprof.md)
 VENDOR = "amd"
-KERNEL_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")  # rocprof's code-object suffix, not part of the kernel's name
 BOUND_HIGH_PCT, LATENCY_LOW_PCT = 60.0, 40.0  # the ncu verdict's thresholds, so both vendors' verdicts read alike
 MIN_DURATION_NS = 100.0  # a shorter dispatch is a unit slip or a broken timestamp (metrics.yaml implausible)
 FLOP_PARTS = {"fp16": ("valu_f16_flops",), "fp32": ("valu_f32_flops",), "fp64": ("valu_f64_flops",),
@@ -89,12 +89,8 @@ def make_context(w: Workload, token: str | None, use_roofs: bool, device: int = 
 
 
 def kernel_name(raw: str) -> str:
-    """The kernel's name without rocprof's code-object suffix."""
-    s = raw.strip()
-    for suffix in KERNEL_SUFFIXES:
-        if s.endswith(suffix):
-            return s[: -len(suffix)].rstrip()
-    return s
+    """The kernel's name without rocprof's code-object suffix (the same rule as the identity keys)."""
+    return without_code_object_suffix(raw)
 
 
 def _lookup(ctx: Context, row: dict[str, str]) -> Lookup:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,31 +10,26 @@ from perfreport.config.capture_ceilings import FROM_CAPTURE
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
-from perfreport.kernels.cells import FILE_NAME, check_source, merge_sources, read_cell, source_id, write_cell
+from perfreport.kernels.cells import (
+    FILE_NAME,
+    ImportResult,
+    check_source,
+    merge_sources,
+    read_cell,
+    source_id,
+    write_cell,
+)
 from perfreport.kernels.identity import check_name_length
 from perfreport.progress import Progress
 from perfreport.rocprof import ceilings as amd
+from perfreport.rocprof.context import FORMAT, missing_context
 from perfreport.rocprof.derive import ROCPROF_KEY, make_context, summarize
 from perfreport.rocprof.read import Workload, read_workload
 
-FORMAT = "rocprof-compute"  # sources[].format of a workload folder
 MISMATCH_CHOICES = ("refuse", "warn")
 SOURCE_SYSINFO = ("gpu_model", "gpu_arch", "cu_per_gpu", "num_xcd", "max_sclk", "cur_sclk", "max_mclk", "cur_mclk",
                   "hbm_bw", "total_l2_chan", "compute_partition", "memory_partition", "rocm_version", "version",
                   "ip_blocks", "command", "workload_name")
-
-
-@dataclass
-class ImportResult:
-    """What one import wrote, for the CLI summary (the shape of import_ncu's)."""
-
-    path: Path
-    campaign: str
-    cell_id: str
-    hardware: str
-    sources: list[dict[str, Any]]
-    kernels: list[dict[str, Any]]
-    warnings: list[str] = field(default_factory=list)
 
 
 def _warnings(w: Workload, kernels: list[dict[str, Any]], rounded: bool, summed: set[str]) -> list[str]:
@@ -44,6 +38,10 @@ def _warnings(w: Workload, kernels: list[dict[str, Any]], rounded: bool, summed:
         out.append("pmc_perf.csv's Start_Timestamp/End_Timestamp are rounded to six significant digits (such as "
                    "1.62068E+14: the CSV went through a spreadsheet): durations, rates, % of peak and %SoL left null. "
                    "Re-export the workload from the profiling machine unedited.")
+    if gaps := missing_context(w.sysinfo):
+        out.append(f"sysinfo.csv does not record {'; '.join(gaps)}: the kernels import, but publish_to_lake --strict "
+                   f"refuses them (a number without its measurement context). Re-profile with rocprof-compute, "
+                   f"which writes these columns, and import again.")
     if w.timestamps is None:
         out.append("no timestamps.csv: durations come from pmc_perf.csv alone")
     if not w.pass_of:

@@ -21,8 +21,8 @@ from markupsafe import Markup
 
 from perfreport.kernels.row import KERNEL_ROW
 from perfreport.ncu.catalog.metrics import load_catalog
+from perfreport.rocprof.context import FORMAT as ROCPROF_FORMAT
 from perfreport.rocprof.fields import field_tables as amd_field_tables
-from perfreport.rocprof.importer import FORMAT as ROCPROF_FORMAT
 from perfreport.site.page_model import Page
 from perfreport.site.templating import templates_dir
 from perfreport.warehouse.gather import CampaignData, CellData

@@ -62,6 +62,9 @@ def _store(target: tuple[Campaign, Cell], path: Path, data: bytes, parsed: Parse
 
 
 UNMATCHED_WARN = 0.5  # a timeline whose time mostly matches no captured kernel was likely of another workload
+# kernel-row vendor -> (the counter profiler of its rows, how to make it capture more kernels)
+COUNTER_TOOLS = {"nvidia": ("ncu", "ncu --kernel-name regex:..."),
+                 "amd": ("rocprof-compute", "rocprof-compute profile --kernel NAME ...")}
 
 
 def _mostly_unmatched(path: Path, rows: list[dict[str, Any]], cell_dir: Path, cell_id: str) -> str | None:
@@ -71,6 +74,10 @@ def _mostly_unmatched(path: Path, rows: list[dict[str, Any]], cell_dir: Path, ce
     if ncu is None or not rows:
         return None
     captured = {str(k.get("function")) for k in ncu.get("kernels", [])}
+    # a row without vendor came from ncu (kernels/row.py); name the profiler the cell's counters came from
+    vendors = sorted({str(k.get("vendor") or "nvidia") for k in ncu.get("kernels", [])}) or ["nvidia"]
+    tool = " or ".join(COUNTER_TOOLS.get(v, COUNTER_TOOLS["nvidia"])[0] for v in vendors)
+    fix = " or ".join(COUNTER_TOOLS.get(v, COUNTER_TOOLS["nvidia"])[1] for v in vendors)
     total = sum(int(r["total_ns"]) for r in rows)
     missing: dict[str, int] = {}
     for r in rows:
@@ -83,9 +90,9 @@ def _mostly_unmatched(path: Path, rows: list[dict[str, Any]], cell_dir: Path, ce
     named = ", ".join(f"{name[:60]!r} {ns / 1e6:.3f} ms" for name, ns in top[:5])
     more = f" and {len(top) - 5} more" if len(top) > 5 else ""
     return (f"'{path.name}': {100 * lost / total:.0f}% of its kernel time ({lost / 1e6:.3f} of {total / 1e6:.3f} ms) "
-            f"matches no kernel ncu captured in cell {cell_id}: {named}{more}. That time joins no counters (no "
-            f"roof, no %SoL): check that the timeline and the ncu capture ran the same workload, or capture these "
-            f"kernels too (ncu --kernel-name regex:...).")
+            f"matches no kernel {tool} captured in cell {cell_id}: {named}{more}. That time joins no counters (no "
+            f"roof, no %SoL): check that the timeline and the {tool} capture ran the same workload, or capture these "
+            f"kernels too ({fix}).")
 
 
 def check_trial(trial: int | None) -> int | None:

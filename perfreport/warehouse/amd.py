@@ -11,11 +11,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from perfreport.config.campaign import Campaign
+from perfreport.config.campaign import Campaign, campaign_ceilings
 from perfreport.config.ceilings import Ceilings
 from perfreport.errors import InputError
+from perfreport.kernels.cells import FILE_NAME as NCU_FILE
 from perfreport.rocprof import ceilings as amd
-from perfreport.warehouse.db import NCU_FILE
 
 
 def is_amd(token: str) -> bool:
@@ -58,3 +58,11 @@ def with_amd_ceilings(campaign: Campaign, ceilings: Ceilings) -> Ceilings:
     if not is_amd(campaign.hardware):
         return ceilings
     return ceilings.with_hardware(campaign.hardware, amd.hardware_block(campaign.hardware), str(Path(amd.CHIPS_PATH)))
+
+
+def scored(campaign: Campaign) -> tuple[Campaign, Ceilings]:
+    """The campaign and ceilings the warehouse scores its kernels with: a from-capture campaign of AMD cells (no ncu
+    capture ceilings) takes its cells' chip as hardware and that chip's datasheet, as gather does for the pages."""
+    if campaign.from_capture and campaign.capture_ceilings is None:
+        campaign = from_capture_hardware(campaign) or campaign
+    return campaign, with_amd_ceilings(campaign, campaign_ceilings(campaign))

@@ -15,16 +15,18 @@ from typing import Any
 
 import duckdb
 
-from perfreport.config.campaign import Campaign, campaign_ceilings, load_campaign
+from perfreport.config.campaign import Campaign, load_campaign
 from perfreport.config.ceilings import Ceilings
 from perfreport.config.context import is_not_applicable
 from perfreport.errors import InputError, PerfReportError
+from perfreport.kernels.cells import FILE_NAME
 from perfreport.kernels.identity import normalize, simplify
 from perfreport.kernels.labels import kernel_labels, name_bases
 from perfreport.kernels.row import KERNEL_ROW
+from perfreport.warehouse.amd import scored
 
 SCHEMA_VERSION = 1
-NCU_FILE = "ncu_kernels.json"
+NCU_FILE = FILE_NAME  # the cell file every importer writes (kernels/cells.py)
 TIMES_FILE = "kernel_times.json"
 SAMPLES_FILE = "kernel_samples.json"
 
@@ -297,8 +299,7 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 
 def open_campaign(campaign_dir: Path) -> duckdb.DuckDBPyConnection:
     """Load config.yaml and every cell's JSON into an in-memory DuckDB: the tables and views of docs/warehouse.md."""
-    campaign = load_campaign(campaign_dir)
-    return open_loaded(campaign, campaign_ceilings(campaign))
+    return open_loaded(*scored(load_campaign(campaign_dir)))
 
 
 def open_loaded(campaign: Campaign, ceilings: Ceilings) -> duckdb.DuckDBPyConnection:

@@ -308,7 +308,7 @@ def campaign_trial_samples(campaign: Campaign) -> dict[str, dict[str, list[float
         return {}
     rows: list[dict[str, Any]] = []
     if any(c.trials or (c.cell_dir(campaign) / TIMES_FILE).is_file() for c in campaign.cells):
-        con = open_loaded(campaign, campaign_ceilings(campaign))
+        con = open_loaded(*amd.scored(campaign))
         try:
             rows = _dicts(con, "SELECT * FROM kernel_trials ORDER BY cell_id, kernel, trial")
         finally:
