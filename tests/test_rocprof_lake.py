@@ -218,3 +218,7 @@ def test_one_campaign_mixing_both_vendors(tmp_path: Path) -> None:
                        "ORDER BY cell_id")
     assert rows == [{"cell_id": "decode-b16-kv2048", "vendor": "nvidia", "n": 21, "sol": 11},
                     {"cell_id": "vcopy", "vendor": "amd", "n": 1, "sol": 0}]  # an MI200 row has no h200 roof
+    said = " ".join(failure(publish(root, tmp_path / "strict-lake", "--strict", ok=False)))
+    assert ("not scored: the workload ran on mi210_gfx90a, the cell's hardware is h200_sm90 (imported with "
+            "--hardware-mismatch warn)") in said
+    assert "no ceiling of its precision" not in said

@@ -149,6 +149,9 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any], not_mea
     sets = {s.get("id"): None if s.get("format") == ROCPROF_FORMAT else s.get("section_set")
             for s in ncu.get("sources", [])}
     unframed = {s.get("id"): gaps for s in ncu.get("sources", []) if (gaps := source_context_problems(s))}
+    # a workload of another GPU than the cell's (import_rocprof --hardware-mismatch warn) has no roof of its own here
+    foreign = {s.get("id"): chip for s in ncu.get("sources", []) if s.get("format") == ROCPROF_FORMAT
+               and (chip := (s.get("rocprof") or {}).get("chip")) and chip != ncu.get("hardware")}
     fuller = _fuller_rows(ncu, sets)
     for k in ncu.get("kernels", []):
         kid = str(k.get("id"))
@@ -164,7 +167,10 @@ def _kernel_problems(check: CellCheck, prefix: str, ncu: dict[str, Any], not_mea
             check.kernel_notes[kid] = f"not measured ({section_set} set): the full-set row {twin} of the same " \
                                       f"kernel carries its %SoL"
         elif k.get("sol_pct") is None:
-            reason = _null_sol_reason(k, section_set)
+            chip = foreign.get(k.get("source"))
+            reason = (f"not scored: the workload ran on {chip}, the cell's hardware is {ncu.get('hardware')} (imported "
+                      f"with --hardware-mismatch warn); import it into a campaign of {chip} (hardware: from-capture)"
+                      if chip else _null_sol_reason(k, section_set))
             if not_measured and section_set is not None and section_set not in FULL_SETS:
                 # the cell says why its cheap rows carry no %SoL: an honest null, noted with that why
                 check.kernel_notes[kid] = f"{reason}: {not_measured}"
