@@ -23,7 +23,8 @@ from perfreport.cli.options import PIPE_WIDTH, format_option
 from perfreport.cli.output import print_table, terminal_width
 from perfreport.lake.writer import publish_to_lake
 
-ROWS_VERBS = {"import_ncu", "import_nsys", "import_torch_trace", "import_samples", "query", "report_render",
+ROWS_VERBS = {"import_ncu", "import_rocprof", "import_nsys", "import_torch_trace", "import_samples", "query",
+              "report_render",
               "value_view", "lake query", "lake history", "lake compare", "lake regressions", "lake predictions",
               "capture plan",
               "capture preflight",

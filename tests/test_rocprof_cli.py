@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -142,3 +144,13 @@ def test_report_render_on_the_mi200_cell(tmp_path: Path) -> None:
     assert (row["label"], row["sol_ceiling_key"], row["bound"]) == ("vecCopy", "mi210_gfx90a.hbm_tbps", "memory")
     for key in ("duration_ns", "arithmetic_intensity", "achieved_tflops", "sol_pct", "pct_of_achievable"):
         assert row[key] == pytest.approx(k[key]), key
+
+
+def test_the_import_prints_csv_and_json_like_import_ncu(tmp_path: Path) -> None:
+    root = campaign(tmp_path)
+    args = ("import_rocprof", "--campaign", str(root), "--cell-id", "vcopy", str(DATA / "MI200"))
+    rows = list(csv.DictReader(io.StringIO(run_cli(*args, "--format", "csv", ok=True).stdout)))
+    (k,) = cell(root)["kernels"]
+    assert [(r["function"], float(r["sol_pct"])) for r in rows] == [("vecCopy", k["sol_pct"])]
+    doc = json.loads(run_cli(*args, "--format", "json", "--replace", ok=True).stdout)
+    assert doc["cell_id"] == "vcopy" and doc["kernels"] == 1 and "rocprof-compute" in doc["next_lever"]

@@ -130,6 +130,8 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
 @click.argument("workload_dir", type=click.Path(path_type=Path))
 @click.option("--strict", is_flag=True, help="Turn warnings (unknown config keys, rounded timestamps, counters of "
               "mixed passes) into errors.")
+@format_option(csv="one row per kernel imported (duration_ns, sol_pct, ... unformatted)",
+               json="the written ncu_kernels.json path, the sources, the kernel count, the warnings, the next lever")
 @click.option("--replace", is_flag=True, help=_REPLACE_HELP)
 @click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(("refuse", "warn")), default="refuse",
               show_default=True, help="A workload from another GPU than the campaign's `hardware`: refuse it, or "
@@ -137,7 +139,7 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
 @click.option("--device", type=click.IntRange(min=0), default=0, show_default=True,
               help="The roofline.csv row (device) whose measured roofs score the kernels, as rocprof-compute's "
                    "default 0. Example: --device 1")
-def import_rocprof_cmd(campaign_dir: Path, cell_id: str, workload_dir: Path, strict: bool, replace: bool,
+def import_rocprof_cmd(campaign_dir: Path, cell_id: str, workload_dir: Path, strict: bool, fmt: str, replace: bool,
                        hardware_mismatch: str, device: int) -> None:
     """Import a rocprof-compute workload folder (AMD Instinct) into cells/<id>/ncu_kernels.json.
 
@@ -158,7 +160,7 @@ def import_rocprof_cmd(campaign_dir: Path, cell_id: str, workload_dir: Path, str
     result = import_rocprof(campaign_dir, cell_id, workload_dir, strict=strict,
                             progress=lambda m: click.echo(terminal_text(m), err=True), replace=replace,
                             hardware_mismatch=hardware_mismatch, device=device)
-    print_import_summary(result, "table", next_lever=campaign_next_lever(campaign_dir))
+    print_import_summary(result, fmt, next_lever=campaign_next_lever(campaign_dir))
 
 
 def _timeshare_options(fn: Callable[..., None]) -> Callable[..., None]:
