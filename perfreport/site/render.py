@@ -2,7 +2,8 @@
 
 Layout of <out>/: index.html (every campaign rendered into <out>), static/ (the stylesheet, the table script and
 the plotly.js bundles the pages load, copied once per site), <campaign>/ with 01-08 pages, cell-<id>.html,
-compare-*.html, each table's CSV and JSON next to its page, and site.json (the manifest index.html is built from).
+compare-*.html, each table's CSV and JSON (gzip) next to its page, and site.json (the manifest index.html is built
+from, with each page's inputs digest: a re-render keeps the pages whose inputs did not change).
 Pages open from file://: no network, relative links only. Output is deterministic: fixed div ids, sorted rows, no
 timestamps but the lake's own publication times on page 08.
 
