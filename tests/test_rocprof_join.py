@@ -12,31 +12,20 @@ from typing import Any
 
 import pytest
 from conftest import run_cli
+from test_rocprof_cli import DATA
+from test_rocprof_cli import campaign as amd_campaign
 
 from perfreport.config.campaign import load_campaign
 from perfreport.kernels.identity import normalize, simplify
 from perfreport.warehouse.amd import scored
 from perfreport.warehouse.db import open_loaded
 
-DATA = Path(__file__).parent / "data" / "rocprof"
 TRACE = DATA / "hta-mi250-trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
-CONFIG = """schema_version: 1
-campaign: amd-vcopy
-hardware: from-capture
-sol_rigor: L2
-ceilings_override: null
-context: {}
-cells:
-  - id: vcopy
-    description: rocprof-compute's vcopy test workload, and a ROCm torch trace
-    captures: []
-"""
 
 
 def campaign(tmp_path: Path) -> Path:
-    root = tmp_path / "campaign"
-    root.mkdir()
-    (root / "config.yaml").write_text(CONFIG, encoding="utf-8")
+    """The AMD vcopy campaign of test_rocprof_cli with the MI200 workload imported."""
+    root = amd_campaign(tmp_path)
     run_cli("import_rocprof", "--campaign", str(root), "--cell-id", "vcopy", str(DATA / "MI200"), ok=True)
     return root
 

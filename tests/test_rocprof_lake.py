@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 from conftest import read_download, run_cli
+from test_rocprof_cli import DATA
+from test_rocprof_join import TRACE
 
 from perfreport.warehouse.campaign_import import import_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data" / "rocprof"
-TRACE = DATA / "hta-mi250-trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 EXAMPLE = ROOT / "campaigns" / "h200-decoder-layer"
 # every descriptor field filled (`n/a: why` where the field cannot apply to a HIP test program)
 CONFIG = """schema_version: 1
