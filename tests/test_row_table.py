@@ -111,7 +111,7 @@ def test_golden_kernels_have_exactly_the_table_fields(path: Path) -> None:
 
 
 def test_aggregation_lists_come_from_the_table() -> None:
-    from perfreport.ncu import aggregate
+    from perfreport.kernels import aggregate
 
     assert len(aggregate.STAT_FIELDS) == 34 and "duration_ns" in aggregate.STAT_FIELDS
     assert set(aggregate.CONSTANT_FIELDS) == {"family", "tensor_dtype", "block_limits", "block_limit_factor",

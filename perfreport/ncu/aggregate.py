@@ -3,59 +3,16 @@
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
 from perfreport.config.ceilings import classify_family
-from perfreport.kernels.row import agg_names
+from perfreport.kernels.aggregate import combine, launch_stats
 from perfreport.ncu.catalog.chips import tensor_paths, unmapped_message
 from perfreport.ncu.derive import DeriveContext, derive_launch, device_name, settle
 from perfreport.ncu.model import Capture, KernelLaunch, rule_row
 
-# Numeric fields averaged over launches (their per-launch values stay in `per_launch`).
-STAT_FIELDS = agg_names("mean")
-# Fields that must agree across launches of one kernel: taken from the first launch.
-CONSTANT_FIELDS = agg_names("first")
-# Mappings averaged key by key (a string value, such as ncu_peaks.compute_path, is taken from the first launch).
-DICT_FIELDS = agg_names("dicts")
 VENDOR = "nvidia"  # every ncu row's vendor
 AMD_ONLY = ("lds_bytes", "ai_lds", "pass_mixed", "pct_of_achievable_ci")  # kernel-row fields ncu has nothing for
-
-
-def _stats(values: list[float | None]) -> dict[str, Any] | None:
-    got = [v for v in values if v is not None]
-    if not got:
-        return None
-    low, high = min(got), max(got)
-    return {
-        "n": len(got),
-        "mean": statistics.fmean(got),
-        # stdev is exact (fractions) and slow; equal finite values give exactly 0.0 without it
-        "std": statistics.stdev(got) if len(got) > 1 and not (low == high and math.isfinite(low)) else 0.0,
-        "min": low,
-        "max": high,
-    }
-
-
-def _mean(values: list[float | None]) -> float | None:
-    """Mean over launches, or None if any launch lacks the value (a partial mean would mislead)."""
-    if not values or any(v is None for v in values):
-        return None
-    return statistics.fmean(v for v in values if v is not None)
-
-
-def _mean_dicts(dicts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    if not dicts or any(d is None for d in dicts):
-        return None
-    keys = sorted({k for d in dicts if d for k in d})
-    out: dict[str, Any] = {}
-    for k in keys:
-        vals = [d.get(k) if d else None for d in dicts]
-        if all(isinstance(v, int | float) or v is None for v in vals):
-            out[k] = _mean(vals)
-        else:
-            out[k] = vals[0]
-    return out
 
 
 def kernel_key(launch: KernelLaunch) -> tuple[str, str, str]:
@@ -213,14 +170,9 @@ def _entry(launches: list[KernelLaunch], rows: list[dict[str, Any]], source_id: 
         "vendor": VENDOR,
         **dict.fromkeys(AMD_ONLY),
     }
-    for f in CONSTANT_FIELDS:
-        entry[f] = rows[0][f]
-    for f in STAT_FIELDS:
-        entry[f] = _mean([r[f] for r in rows])
-    for f in DICT_FIELDS:
-        entry[f] = _mean_dicts([r[f] for r in rows])
+    entry.update(combine(rows))
     entry["ai_measured"] = entry["arithmetic_intensity"] is not None
     settle(entry, rows)
-    entry["stats"] = {f: s for f in STAT_FIELDS if (s := _stats([r[f] for r in rows])) is not None}
+    entry["stats"] = launch_stats(rows)
     entry["per_launch"] = rows if len(rows) > 1 else []
     return entry

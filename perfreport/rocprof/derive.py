@@ -8,8 +8,6 @@ pct_of_achievable_ci) are set there; the other AMD-named values sit in each row'
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -19,9 +17,10 @@ import yaml
 
 from perfreport.config.ceilings import Ceilings, classify_family, load_ceilings
 from perfreport.errors import InputError
+from perfreport.kernels.aggregate import combine, launch_stats, mean, mean_dicts, mean_lists
 from perfreport.kernels.identity import without_code_object_suffix
 from perfreport.kernels.names import function_name
-from perfreport.kernels.row import KERNEL_ROW, LAUNCH_ID, agg_names
+from perfreport.kernels.row import KERNEL_ROW, LAUNCH_ID
 from perfreport.rocprof import ceilings as amd
 from perfreport.rocprof.expr import Formula, Lookup, compile_formula
 from perfreport.rocprof.read import Workload, to_number
@@ -38,7 +37,6 @@ PATHS = (("valu_f16", "valu_f16_flops", "valu_gflops"), ("valu_f32", "valu_f32_f
          ("valu_f64", "valu_f64_flops", "valu_gflops"), ("mfma_f16", "mfma_f16_flops", "mfma_f16_gflops"),
          ("mfma_bf16", "mfma_bf16_flops", "mfma_bf16_gflops"), ("mfma_f32", "mfma_f32_flops", "mfma_f32_gflops"),
          ("mfma_f64", "mfma_f64_flops", "mfma_f64_gflops"), ("mfma_i8", "mfma_i8_ops", "mfma_i8_gops"))
-MEAN_FIELDS, FIRST_FIELDS, DICT_FIELDS = agg_names("mean"), agg_names("first"), agg_names("dicts")
 
 
 @lru_cache(maxsize=1)
@@ -86,11 +84,6 @@ def make_context(w: Workload, token: str | None, use_roofs: bool, device: int = 
     sheet = amd.datasheet(token) if token and use_roofs else {}
     measured = amd.measured(w, token, device) if token and use_roofs else {}
     return Context(w, arch, formulas, peaks, token, sheet, measured, load_ceilings())
-
-
-def kernel_name(raw: str) -> str:
-    """The kernel's name without rocprof's code-object suffix (the same rule as the identity keys)."""
-    return without_code_object_suffix(raw)
 
 
 def _lookup(ctx: Context, row: dict[str, str]) -> Lookup:
@@ -298,51 +291,12 @@ def settle(row: dict[str, Any]) -> None:
     row["bound"], row["bound_reason"] = verdict(row)
 
 
-def _mean(values: list[Any]) -> float | None:
-    """Mean over dispatches, or None if any dispatch lacks the value (a partial mean would mislead)."""
-    if not values or any(v is None for v in values):
-        return None
-    return statistics.fmean(values)
-
-
-def _mean_dicts(dicts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    if not dicts or any(d is None for d in dicts):
-        return None
-    out: dict[str, Any] = {}
-    for k in sorted({k for d in dicts if d for k in d}):
-        vals = [d.get(k) if d else None for d in dicts]
-        if all(isinstance(v, int | float) or v is None for v in vals):
-            out[k] = _mean(vals)
-        elif all(isinstance(v, list) for v in vals):
-            out[k] = [_mean([v[i] for v in vals if v]) for i in range(len(vals[0] or []))]
-        elif all(isinstance(v, dict) for v in vals):
-            out[k] = _mean_dicts(vals)
-        else:
-            out[k] = vals[0]
-    return out
-
-
-def _mean_lists(lists: list[list[float] | None]) -> list[float | None] | None:
-    """Element-wise mean of equal-length lists (a CI per dispatch), or None if any dispatch lacks one."""
-    if not lists or any(x is None for x in lists):
-        return None
-    return [_mean([x[i] for x in lists if x is not None]) for i in range(len(lists[0] or []))]
-
-
-def _stats(values: list[Any]) -> dict[str, Any] | None:
-    got = [v for v in values if v is not None]
-    if not got:
-        return None
-    same = min(got) == max(got) and math.isfinite(got[0])
-    return {"n": len(got), "mean": statistics.fmean(got),
-            "std": statistics.stdev(got) if len(got) > 1 and not same else 0.0, "min": min(got), "max": max(got)}
-
-
 def summarize(ctx: Context, source_id: str) -> list[dict[str, Any]]:
     """One kernel row per (name, grid, workgroup), in first-dispatch order: means over its dispatches, with stats."""
     groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
     for row in sorted(ctx.workload.dispatches, key=lambda r: to_number(r["Dispatch_ID"]) or 0.0):
-        groups.setdefault((kernel_name(row["Kernel_Name"]), row["Grid_Size"], row["Workgroup_Size"]), []).append(row)
+        key = (without_code_object_suffix(row["Kernel_Name"]), row["Grid_Size"], row["Workgroup_Size"])
+        groups.setdefault(key, []).append(row)
     mixed = pass_mixing(ctx)
     entries = []
     for (name, grid, block), rows in groups.items():
@@ -364,22 +318,17 @@ def _entry(name: str, grid: str, block: str, launches: list[dict[str, Any]], sou
     entry.update({"name": name, "function": function_name(name), "mangled": None, "source": source_id,
                   "grid_size": _dims(grid, block), "block_size": _dims(block), "launches": len(launches),
                   "launch_ids": [r[LAUNCH_ID] for r in launches], "instance": None, "rules": None})
-    for f in FIRST_FIELDS:
-        entry[f] = launches[0][f]
-    for f in MEAN_FIELDS:
-        entry[f] = _mean([r[f] for r in launches])
-    for f in DICT_FIELDS:
-        entry[f] = _mean_dicts([r[f] for r in launches])
+    entry.update(combine(launches))
     entry["ai_measured"] = entry["arithmetic_intensity"] is not None and not entry["flops_uncounted"]
-    entry["ceiling_exceeded"] = _mean_dicts([r["ceiling_exceeded"] for r in launches]) if any(
+    entry["ceiling_exceeded"] = mean_dicts([r["ceiling_exceeded"] for r in launches]) if any(
         r["ceiling_exceeded"] for r in launches) else None
-    entry[ROCPROF_KEY] = _mean_dicts([r[ROCPROF_KEY] for r in launches]) or {}
-    entry.update({"vendor": VENDOR, "pass_mixed": mixed, "lds_bytes": _mean([r["lds_bytes"] for r in launches]),
-                  "ai_lds": _mean([r["ai_lds"] for r in launches]),
-                  "pct_of_achievable_ci": _mean_lists([r["pct_of_achievable_ci"] for r in launches])})
+    entry[ROCPROF_KEY] = mean_dicts([r[ROCPROF_KEY] for r in launches]) or {}
+    entry.update({"vendor": VENDOR, "pass_mixed": mixed, "lds_bytes": mean([r["lds_bytes"] for r in launches]),
+                  "ai_lds": mean([r["ai_lds"] for r in launches]),
+                  "pct_of_achievable_ci": mean_lists([r["pct_of_achievable_ci"] for r in launches])})
     settle(entry)
     if any(r["implausible"] for r in launches):
         entry["implausible"] = sorted({p for r in launches for p in r["implausible"] or []})
-    entry["stats"] = {f: s for f in MEAN_FIELDS if (s := _stats([r[f] for r in launches])) is not None}
+    entry["stats"] = launch_stats(launches)
     entry["per_launch"] = launches if len(launches) > 1 else []
     return entry
