@@ -14,6 +14,7 @@ from perfreport import __version__
 from perfreport.cli.helptext import whole_help
 from perfreport.cli.options import format_option
 from perfreport.errors import PerfReportError, terminal_text
+from perfreport.kernels import MISMATCH_CHOICES
 
 _OS_FIXES = {
     errno.ENOSPC: "the disk holding it is full: free space there, or write elsewhere (--out, --lake), then run the "
@@ -99,7 +100,7 @@ _REPLACE_HELP = ("A file outside the campaign folder is known by its name: let i
                    "the tests; ncu_report takes over for a layout it does not know); ncu_report always uses "
                    "NVIDIA's module (10-100x slower). Env: PERFREPORT_REP_READER. Example: --rep-reader ncu_report")
 @click.option("--replace", is_flag=True, help=_REPLACE_HELP)
-@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(("refuse", "warn")), default="refuse",
+@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(MISMATCH_CHOICES), default="refuse",
               show_default=True, help="A capture from another GPU than the campaign's `hardware`: refuse it, or "
               "import it with %SoL left null and a warning.")
 def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, ...], strict: bool, fmt: str,
@@ -133,7 +134,7 @@ def import_ncu_cmd(campaign_dir: Path, cell_id: str, bundle_paths: tuple[Path, .
 @format_option(csv="one row per kernel imported (duration_ns, sol_pct, ... unformatted)",
                json="the written ncu_kernels.json path, the sources, the kernel count, the warnings, the next lever")
 @click.option("--replace", is_flag=True, help=_REPLACE_HELP)
-@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(("refuse", "warn")), default="refuse",
+@click.option("--hardware-mismatch", "hardware_mismatch", type=click.Choice(MISMATCH_CHOICES), default="refuse",
               show_default=True, help="A workload from another GPU than the campaign's `hardware`: refuse it, or "
               "import it with %SoL left null and a warning.")
 @click.option("--device", type=click.IntRange(min=0), default=0, show_default=True,

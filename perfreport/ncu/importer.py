@@ -14,6 +14,7 @@ from perfreport.config.campaign import Campaign, campaign_ceilings, load_campaig
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
+from perfreport.kernels import MISMATCH_CHOICES
 from perfreport.kernels.cells import (
     FILE_NAME,
     ImportResult,
@@ -111,7 +112,6 @@ class _Part:
     capture: Capture
     found: PerMetric
 
-MISMATCH_CHOICES = ("refuse", "warn")  # --hardware-mismatch
 
 
 @dataclass

@@ -10,6 +10,7 @@ from perfreport.config.capture_ceilings import FROM_CAPTURE
 from perfreport.errors import InputError, PerfReportError
 from perfreport.files import locked
 from perfreport.ids import check_id
+from perfreport.kernels import MISMATCH_CHOICES
 from perfreport.kernels.cells import (
     FILE_NAME,
     ImportResult,
@@ -26,7 +27,6 @@ from perfreport.rocprof.context import FORMAT, missing_context
 from perfreport.rocprof.derive import ROCPROF_KEY, make_context, summarize
 from perfreport.rocprof.read import Workload, read_workload
 
-MISMATCH_CHOICES = ("refuse", "warn")
 SOURCE_SYSINFO = ("gpu_model", "gpu_arch", "cu_per_gpu", "num_xcd", "max_sclk", "cur_sclk", "max_mclk", "cur_mclk",
                   "hbm_bw", "total_l2_chan", "compute_partition", "memory_partition", "rocm_version", "version",
                   "ip_blocks", "command", "workload_name")

@@ -348,21 +348,26 @@ def _numbered(item: tuple[int, list[int]]) -> tuple[int, tuple[dict[int, Written
     return item[0], _render_chunk(item[1])
 
 
-def _last_built(folder: Path, campaign: str) -> dict[str, Any]:
-    """What the last render of this campaign built per page ({page: {inputs, files, plotly}}), from its manifest;
-    empty when there is none or it is unreadable (then every page is built)."""
+def _last_manifest(folder: Path) -> dict[str, Any]:
+    """The site.json the last render of this campaign wrote, read once (empty when absent or unreadable: then every
+    page is built and nothing it listed is dropped)."""
     try:
         doc = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    built = doc.get("built") if isinstance(doc, dict) and doc.get("campaign") == campaign else None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _last_built(last: dict[str, Any], campaign: str) -> dict[str, Any]:
+    """What the last render of this campaign built per page ({page: {inputs, files, plotly}})."""
+    built = last.get("built") if last.get("campaign") == campaign else None
     return built if isinstance(built, dict) else {}
 
 
-def _keep_unchanged(work: _Work, folder: Path) -> dict[int, Written]:
+def _keep_unchanged(work: _Work, folder: Path, last_manifest: dict[str, Any]) -> dict[int, Written]:
     """Link into the staging folder the files of each page whose inputs are those the last render built it from
     (and whose files are all still there): those pages are not built again."""
-    last = _last_built(folder, work.campaign)
+    last = _last_built(last_manifest, work.campaign)
     kept: dict[int, Written] = {}
     if not last:
         return kept
@@ -429,22 +434,19 @@ def _stage_static(site: Path, staging: Staging, names: list[str]) -> list[Path]:
     return paths
 
 
-def _listed(folder: Path) -> set[str]:
-    """The files a previous render of this campaign wrote, from its manifest (none when absent or unreadable)."""
-    try:
-        listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return {n for n in listed if isinstance(n, str)}
+def _listed(last_manifest: dict[str, Any]) -> set[str]:
+    """The files the last render of this campaign wrote, from its manifest."""
+    listed = last_manifest.get("files", [])
+    return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
 
 
-def _carry_over(folder: Path, staged: Path, written: set[str]) -> None:
+def _carry_over(folder: Path, staged: Path, written: set[str], last_manifest: dict[str, Any]) -> None:
     """Link into `staged` what the old folder holds that no render wrote (kept: a user's own files); what the
     previous render wrote and this one did not is dropped."""
     if not folder.is_dir():
         return
     shutil.copymode(folder, staged)
-    stale = _listed(folder)
+    stale = _listed(last_manifest)
     for entry in folder.iterdir():
         if entry.name in written or entry.name in stale:
             continue
@@ -524,7 +526,8 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
                 staged.mkdir()
                 work = _Work(builders, data.campaign.id, staged)
                 linking = time.perf_counter()
-                kept = _keep_unchanged(work, folder)
+                last = _last_manifest(folder)
+                kept = _keep_unchanged(work, folder, last)
                 linking = time.perf_counter() - linking
                 per_page, seconds, jobs = _render_pages(work, jobs, progress, kept)
                 seconds["write"] += linking
@@ -535,7 +538,7 @@ def report_render(campaign_dir: Path, out_dir: Path, history: History | None = N
                 shared[MANIFEST] = _manifest(data, [*(w[0] for w in written), KERNEL_SCRIPT], built)
                 with ThreadPoolExecutor(max_workers=WRITERS) as pool:
                     list(pool.map(lambda item: write_text_atomic(staged / item[0], item[1]), shared.items()))
-                _carry_over(folder, staged, {w[0] for w in written} | set(shared))
+                _carry_over(folder, staged, {w[0] for w in written} | set(shared), last)
                 staging.add(staged, folder)
                 static = sorted({*VENDORED, *OWN_STATIC, *(w[2] for w in written if w[2])})
                 static_paths = _stage_static(site, staging, static)

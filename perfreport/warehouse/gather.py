@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from perfreport.bundle.layout import BUNDLE_JSON
-from perfreport.config.campaign import Campaign, Cell, campaign_ceilings, load_campaign
+from perfreport.config.campaign import Campaign, Cell, load_campaign
 from perfreport.config.capture_ceilings import FROM_CAPTURE
 from perfreport.config.ceilings import Ceilings
 from perfreport.errors import InputError
@@ -359,16 +359,12 @@ def _kernels_json(campaign: Campaign, cell: Cell) -> str:
 
 def gather(campaign_dir: Path) -> CampaignData:
     """Load the campaign, its cells' kernels and bundles and the warehouse join (the roofline model on first use)."""
-    campaign = load_campaign(campaign_dir)
-    if campaign.from_capture and campaign.capture_ceilings is None:
-        amd_campaign = amd.from_capture_hardware(campaign)  # an AMD workload names its chip; ncu writes its peaks
-        if amd_campaign is None:
-            raise InputError(f"{campaign.config_path}: hardware: {FROM_CAPTURE} takes its ceilings from the captures "
-                             f"(ncu's device peaks, or an AMD workload's chip), and no capture is imported yet; import "
-                             f"one with `perftunereport import_ncu --campaign {campaign.dir} --cell-id ID --bundle "
-                             f"FILE` (or import_rocprof for an AMD workload), then render.")
-        campaign = amd_campaign
-    ceilings = amd.with_amd_ceilings(campaign, campaign_ceilings(campaign))
+    campaign, ceilings = amd.scored(load_campaign(campaign_dir))  # an AMD workload names its chip
+    if campaign.hardware == FROM_CAPTURE and campaign.capture_ceilings is None:  # nor ncu's device peaks
+        raise InputError(f"{campaign.config_path}: hardware: {FROM_CAPTURE} takes its ceilings from the captures "
+                         f"(ncu's device peaks, or an AMD workload's chip), and no capture is imported yet; import "
+                         f"one with `perftunereport import_ncu --campaign {campaign.dir} --cell-id ID --bundle "
+                         f"FILE` (or import_rocprof for an AMD workload), then render.")
     ceilings.key_paths(campaign.hardware)  # an unknown hardware token raises here, naming the known ones
     wh = _warehouse(campaign, ceilings)
     kernels, sources = _by_cell(wh["kernels"]), _by_cell(wh["sources"])
