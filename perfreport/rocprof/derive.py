@@ -58,6 +58,7 @@ class Context:
     datasheet: dict[str, amd.Roof]
     measured: dict[str, amd.Roof]
     ceilings: Ceilings  # the packaged sol-ceilings.yaml: kernel families and their default ceiling names
+    sysnum: dict[str, float | None] = field(default_factory=dict)  # sysinfo.csv as numbers, read once per workload
     summed: set[str] = field(default_factory=set)  # X_sum counters read as the sum of X[i] columns
     rounded_timestamps: bool = False
 
@@ -83,7 +84,7 @@ def make_context(w: Workload, token: str | None, use_roofs: bool, device: int = 
              for name, text in block["peaks"].items()}
     sheet = amd.datasheet(token) if token and use_roofs else {}
     measured = amd.measured(w, token, device) if token and use_roofs else {}
-    return Context(w, arch, formulas, peaks, token, sheet, measured, load_ceilings())
+    return Context(w, arch, formulas, peaks, token, sheet, measured, load_ceilings(), sysnum)
 
 
 def _lookup(ctx: Context, row: dict[str, str]) -> Lookup:
@@ -172,7 +173,7 @@ def _pct_of(roof: amd.Roof | None, tflops: float | None, tbps: float | None) -> 
 def derive_dispatch(ctx: Context, row: dict[str, str], family: str) -> dict[str, Any]:
     """Every derived field of one dispatch (None where its counters are missing)."""
     get = _lookup(ctx, row)
-    sysnum = sys_numbers(ctx.workload)
+    sysnum = ctx.sysnum
     v = {name: f.evaluate(get, sysnum) for name, f in ctx.formulas.items()}
     dur = _duration(ctx, row)
     flops, uncounted = _flops(v)

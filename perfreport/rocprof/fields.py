@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from perfreport.kernels.row import KERNEL_ROW
+from perfreport.rocprof.derive import formulas_doc
 from perfreport.rocprof.expr import compile_formula
 
 # row field -> (formula in words, formulas.yaml entries it is built from); the per-dtype FLOP entries stand for
@@ -48,8 +49,6 @@ TIMESTAMPS = ("Start_Timestamp", "End_Timestamp")
 def field_table(gfx: str) -> list[dict[str, Any]]:
     """The AMD field table of one gfx: field, unit, formula and the counters it reads (empty when the gfx is not in
     formulas.yaml)."""
-    from perfreport.rocprof.derive import formulas_doc  # derive reads formulas.yaml once for both
-
     arch = formulas_doc().get("archs", {}).get(gfx)
     if not isinstance(arch, dict):
         return []
@@ -67,6 +66,4 @@ def field_table(gfx: str) -> list[dict[str, Any]]:
 
 def field_tables() -> dict[str, list[dict[str, Any]]]:
     """Every gfx's field table, by gfx (formulas.yaml's archs)."""
-    from perfreport.rocprof.derive import formulas_doc
-
     return {gfx: field_table(gfx) for gfx in sorted(formulas_doc().get("archs", {}))}
